@@ -1,0 +1,665 @@
+"""A loopback double of GitHub's REST API for self-hosted runners, so the provider can run without an org.
+
+It serves the runner endpoints under ``/api/v3`` (the GitHub Enterprise Server form the product derives from
+a ``config.sh --url``), keeps registrations as GitHub does (online/offline, busy, ephemeral, replaced by
+name) and lets tests inject what a real client must survive: 5xx answers, primary and secondary rate limits
+and slow answers. Simulated runners live in the same process and register through
+`GitHubDouble.register_runner`, because real runners register through the Actions service, not REST.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import logging
+import re
+import secrets
+import string
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.message import Message
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+API_PREFIX = "/api/v3"
+
+_log = logging.getLogger(__name__)
+
+_TOKEN_ALPHABET = string.ascii_uppercase + string.digits
+_READ_ONLY_LABELS = ("self-hosted", "Linux", "X64")
+_DOCS = "https://docs.github.com/rest"
+_RUNNER_DOCS = f"{_DOCS}/actions/self-hosted-runners"
+_RATE_DOCS = f"{_DOCS}/overview/rate-limits-for-the-rest-api"
+_SCOPE_ARTICLE = {"repos": "a-repository", "orgs": "an-organization", "enterprises": "an-enterprise"}
+_RUNNERS_ROUTE = re.compile(
+    r"/(?P<scope>repos/[^/]+/[^/]+|orgs/[^/]+|enterprises/[^/]+)/actions/runners"
+    r"(?:/(?P<item>registration-token|remove-token|\d+))?"
+)
+_ANONYMOUS_LIMIT_PER_HOUR = 60
+_SECONDARY_LIMIT_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+    "If you reach out to GitHub Support for help, please include the request ID {request_id}."
+)
+
+JsonObject = dict[str, Any]
+
+
+class RunnerListener(Protocol):
+    """How the double tells a (simulated) runner process what happens to its registration."""
+
+    def job_started(self) -> None: ...
+
+    def job_finished(self) -> None: ...
+
+    def removed(self) -> None:
+        """The registration is gone: RemoveRunner, replaced by name, or an ephemeral runner after its job."""
+
+
+class RegistrationRefused(Exception):
+    """What makes config.sh fail: the token is unknown, expired or issued for another scope."""
+
+
+def _notify(callbacks: Iterable[Callable[[], None]]) -> None:
+    """Call listeners outside the lock, so they may call back into the double; one failing spares the rest."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            _log.exception("runner listener callback %r failed", callback)
+
+
+def _new_token(lifetime: float) -> JsonObject:
+    """A token shaped like GitHub's (29 capitals and digits), with an RFC 3339 expiry in milliseconds."""
+    token = "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(29))
+    expires_at = datetime.now(UTC) + timedelta(seconds=lifetime)
+    return {"token": token, "expires_at": expires_at.isoformat(timespec="milliseconds")}
+
+
+# --- Runner registry: what GitHub knows about self-hosted runners ------------------------------------------
+
+
+@dataclass
+class _Runner:
+    id: int
+    name: str
+    scope: str
+    ephemeral: bool
+    labels: list[JsonObject]
+    listener: RunnerListener
+    status: str = "online"
+    busy: bool = False
+
+    def as_json(self) -> JsonObject:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "os": "Linux",
+            "status": self.status,
+            "busy": self.busy,
+            "ephemeral": self.ephemeral,
+            "runner_group_id": 1,
+            "labels": [dict(label) for label in self.labels],
+        }
+
+
+class _RunnerRegistry:
+    """Registrations, registration tokens and running jobs, guarded by the double's one lock."""
+
+    def __init__(self, lock: threading.Lock, token_lifetime: float) -> None:
+        self._lock = lock
+        self._job_clock = threading.Condition(lock)
+        self._token_lifetime = token_lifetime
+        self._tokens: dict[str, tuple[str, float]] = {}  # registration token -> (scope, monotonic expiry)
+        self._runners: dict[int, _Runner] = {}  # ids only grow, so insertion order is id order
+        self._label_ids: dict[str, int] = {}
+        self._next_runner_id = 1
+        self._job_ends: list[tuple[float, int]] = []  # heap of (monotonic due time, runner id)
+        self._clock_thread: threading.Thread | None = None
+        self._closed = False
+
+    def issue_registration_token(self, scope: str) -> JsonObject:
+        issued = _new_token(self._token_lifetime)
+        with self._lock:
+            self._tokens[issued["token"]] = (scope, time.monotonic() + self._token_lifetime)
+        return issued
+
+    def register(
+        self, scope: str, token: str, name: str, labels: Sequence[str], ephemeral: bool, listener: RunnerListener
+    ) -> int:
+        with self._lock:
+            self._check_token(scope, token)
+            replaced = [r for r in self._runners.values() if r.scope == scope and r.name == name]
+            for runner in replaced:
+                del self._runners[runner.id]
+            runner_id = self._next_runner_id
+            self._next_runner_id += 1
+            self._runners[runner_id] = _Runner(runner_id, name, scope, ephemeral, self._labels(labels), listener)
+        _notify(runner.listener.removed for runner in replaced)
+        return runner_id
+
+    def _check_token(self, scope: str, token: str) -> None:
+        issued_scope, expires = self._tokens.get(token, (None, 0.0))
+        if issued_scope is None:
+            raise RegistrationRefused("unknown registration token")
+        if expires <= time.monotonic():
+            raise RegistrationRefused("registration token expired")
+        if issued_scope != scope:
+            raise RegistrationRefused(f"registration token was issued for {issued_scope}, not {scope}")
+
+    def _labels(self, custom: Sequence[str]) -> list[JsonObject]:
+        """Read-only labels first, then custom ones; one id per label name, as GitHub shares label ids."""
+        kinds = dict.fromkeys(_READ_ONLY_LABELS, "read-only") | {
+            name: "custom" for name in custom if name not in _READ_ONLY_LABELS
+        }
+        return [
+            {"id": self._label_ids.setdefault(name, len(self._label_ids) + 1), "name": name, "type": kind}
+            for name, kind in kinds.items()
+        ]
+
+    def mark_offline(self, runner_id: int) -> None:
+        """The process stopped: GitHub keeps the registration, and a job it was running is lost."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is not None:
+                runner.status, runner.busy = "offline", False
+
+    def start_job(self, runner_name: str, duration_seconds: float, scope: str | None) -> None:
+        with self._lock:
+            named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
+            runner = next((r for r in named if r.status == "online" and not r.busy), None)
+            if runner is None:
+                raise LookupError(f"no online idle runner named {runner_name!r} in {scope or 'any scope'}")
+            runner.busy = True
+            runner_id, listener = runner.id, runner.listener
+        _notify([listener.job_started])
+        with self._lock:  # scheduled only now, so that job_finished cannot overtake job_started
+            heapq.heappush(self._job_ends, (time.monotonic() + duration_seconds, runner_id))
+            if self._clock_thread is None:
+                self._clock_thread = threading.Thread(target=self._end_jobs, name="github-double-jobs", daemon=True)
+                self._clock_thread.start()
+            self._job_clock.notify()
+
+    def _end_jobs(self) -> None:
+        """One thread ends every job, so hundreds of busy runners do not cost a thread each."""
+        while True:
+            with self._lock:
+                while not self._closed and not (self._job_ends and self._job_ends[0][0] <= time.monotonic()):
+                    self._job_clock.wait(self._job_ends[0][0] - time.monotonic() if self._job_ends else None)
+                if self._closed:
+                    return
+                _, runner_id = heapq.heappop(self._job_ends)
+                callbacks = self._end_job(runner_id)
+            _notify(callbacks)
+
+    def _end_job(self, runner_id: int) -> list[Callable[[], None]]:
+        runner = self._runners.get(runner_id)
+        if runner is None or not runner.busy:
+            return []  # the runner stopped or was replaced meanwhile, and its job went with it
+        runner.busy = False
+        if not runner.ephemeral:
+            return [runner.listener.job_finished]
+        del self._runners[runner_id]
+        return [runner.listener.job_finished, runner.listener.removed]
+
+    def remove(self, scope: str, runner_id: int) -> tuple[Literal["removed", "busy", "unknown"], str]:
+        """RemoveRunner, atomic with its busy check: the one safe way for a client to retire a runner."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is None or runner.scope != scope:
+                return "unknown", ""
+            if runner.busy:
+                return "busy", runner.name
+            del self._runners[runner_id]
+        _notify([runner.listener.removed])
+        return "removed", runner.name
+
+    def get(self, scope: str, runner_id: int) -> JsonObject | None:
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            return runner.as_json() if runner is not None and runner.scope == scope else None
+
+    def list(self, scope: str | None, name: str | None = None, *, with_scope: bool = False) -> list[JsonObject]:
+        """Runners in id order, the order GitHub pages them in; without a scope, of every scope."""
+        with self._lock:
+            return [
+                r.as_json() | ({"scope": r.scope} if with_scope else {})
+                for r in self._runners.values()
+                if scope in (None, r.scope) and name in (None, r.name)
+            ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._job_clock.notify_all()
+
+
+# --- Traffic policy: the request log, injected faults and delays, rate limits ------------------------------
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: JsonObject | list[JsonObject] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _error(status: int, message: str, documentation_url: str = _DOCS) -> _Reply:
+    return _Reply(status, {"message": message, "documentation_url": documentation_url, "status": str(status)})
+
+
+@dataclass
+class _Injection:
+    """A fault (``status``) or a delay (``seconds``) for the next ``remaining`` matching requests."""
+
+    method: str | None
+    path_pattern: re.Pattern[str]
+    remaining: int
+    status: int = 0
+    seconds: float = 0.0
+    retry_after: int | None = None
+    rate_limit_reset_in: int | None = None
+
+
+def _take(injections: list[_Injection], method: str, path: str) -> _Injection | None:
+    """Use up one application of the first injection that matches the request."""
+    for injection in injections:
+        if injection.method in (None, method) and injection.path_pattern.search(path):
+            injection.remaining -= 1
+            if injection.remaining == 0:
+                injections.remove(injection)
+            return injection
+    return None
+
+
+@dataclass
+class _RateBudget:
+    """GitHub's primary rate limit: a fixed hourly window per credential, one unit per request."""
+
+    limit: int
+    used: int = 0
+    reset_at: int = 0  # epoch seconds at which the window ends
+
+    def try_spend(self) -> bool:
+        self.as_json()  # rolls the window over
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+    def as_json(self) -> JsonObject:
+        if time.time() >= self.reset_at:
+            self.used, self.reset_at = 0, int(time.time()) + 3600
+        return {"limit": self.limit, "remaining": self.limit - self.used, "reset": self.reset_at, "used": self.used}
+
+    def headers(self) -> dict[str, str]:
+        return {f"x-ratelimit-{key}": str(value) for key, value in self.as_json().items()} | {
+            "x-ratelimit-resource": "core"
+        }
+
+
+def _credential(authorization: str | None) -> str:
+    """The token of ``Authorization: Bearer T`` or ``Authorization: token T``, the forms GitHub accepts."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() in ("bearer", "token") else ""
+
+
+class _TrafficPolicy:
+    """What a REST request meets before the runners: the log, injected delays and faults, rate limits."""
+
+    def __init__(self, lock: threading.Lock, credentials: Iterable[str], rate_limit_per_hour: int) -> None:
+        self._lock = lock
+        self._user_ids = {credential: user_id for user_id, credential in enumerate(credentials, start=1)}
+        self._budgets = {credential: _RateBudget(rate_limit_per_hour) for credential in self._user_ids}
+        self._anonymous_budget = _RateBudget(_ANONYMOUS_LIMIT_PER_HOUR)
+        self._faults: list[_Injection] = []
+        self._delays: list[_Injection] = []
+        self._calls: list[JsonObject] = []
+
+    def log(self, method: str, path: str, query: str, headers: Message) -> JsonObject:
+        """Record a request on arrival; its status stays None until it is answered."""
+        entry = {
+            "method": method,
+            "path": path,
+            "query": dict(parse_qsl(query, keep_blank_values=True)),
+            "status": None,
+            "at": time.monotonic(),
+            "headers": dict(headers.items()),
+        }
+        with self._lock:
+            self._calls.append(entry)
+        return entry
+
+    def record_status(self, entry: JsonObject, status: int) -> None:
+        with self._lock:
+            entry["status"] = status
+
+    def calls(self, method: str | None, path_regex: str | None) -> list[JsonObject]:
+        pattern = re.compile(path_regex or "")
+        with self._lock:
+            return [
+                {**entry, "headers": dict(entry["headers"])}
+                for entry in self._calls
+                if method in (None, entry["method"]) and pattern.search(entry["path"])
+            ]
+
+    def inject(self, injection: _Injection) -> None:
+        with self._lock:
+            (self._delays if injection.seconds else self._faults).append(injection)
+
+    def delay_for(self, method: str, path: str) -> float:
+        with self._lock:
+            delay = _take(self._delays, method, path)
+        return delay.seconds if delay else 0.0
+
+    def gate(self, method: str, path: str, credential: str, request_id: str) -> tuple[_Reply | None, dict]:
+        """Refuse the request (401, injected fault, spent budget) or let it through, and give the rate-limit
+        headers its answer carries. Faults are taken before spending: a failed request costs nothing."""
+        with self._lock:
+            budget = self._budgets.get(credential)
+            if budget is None:
+                self._anonymous_budget.try_spend()
+                return _error(401, "Bad credentials"), self._anonymous_budget.headers()
+            fault = _take(self._faults, method, path)
+            if fault is not None:
+                return self._fault_reply(fault, credential, budget.limit, request_id), budget.headers()
+            if path != "/rate_limit" and not budget.try_spend():
+                return self._primary_limit_reply(403, credential), budget.headers()
+            return None, budget.headers()
+
+    def _fault_reply(self, fault: _Injection, credential: str, limit: int, request_id: str) -> _Reply:
+        if fault.status >= 500:
+            return _Reply(fault.status, {"message": "Server Error"})
+        if fault.status not in (403, 429):
+            return _error(fault.status, HTTPStatus(fault.status).phrase)
+        if fault.rate_limit_reset_in is not None:
+            reply = self._primary_limit_reply(fault.status, credential)
+            reply.headers["x-ratelimit-used"] = str(limit)
+            reply.headers["x-ratelimit-reset"] = str(int(time.time()) + fault.rate_limit_reset_in)
+            return reply
+        body = {
+            "message": _SECONDARY_LIMIT_MESSAGE.format(request_id=request_id),
+            "documentation_url": f"{_RATE_DOCS}#about-secondary-rate-limits",
+        }
+        retry_after = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
+        return _Reply(fault.status, body, retry_after)
+
+    def _primary_limit_reply(self, status: int, credential: str) -> _Reply:
+        body = {
+            "message": f"API rate limit exceeded for user ID {self._user_ids[credential]}.",
+            "documentation_url": f"{_RATE_DOCS}#about-the-primary-rate-limit",
+        }
+        return _Reply(status, body, {"x-ratelimit-remaining": "0"})
+
+    def rate_limit_overview(self, credential: str) -> JsonObject:
+        """GET /rate_limit, which costs nothing, as on GitHub; search (30 a minute) is never used here."""
+        with self._lock:
+            core = self._budgets[credential].as_json()
+        search = {"limit": 30, "remaining": 30, "reset": int(time.time()) + 60, "used": 0}
+        return {"resources": {"core": core, "search": search}, "rate": core}
+
+
+# --- HTTP: server, handler and routing ---------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the default backlog of 5 refuses connections when ~100 clients arrive at once
+
+    def __init__(self, double: GitHubDouble) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.double = double
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as clients pool their connections to GitHub
+    server_version, sys_version = "GitHub.com", ""
+    server: _Server
+
+    def do_GET(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        reply = self.server.double._answer(self.command, self.path, self.headers, body)
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if reply.body is None:  # a 204, which must carry neither body nor Content-Length
+            self.end_headers()
+            return
+        payload = json.dumps(reply.body).encode()
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: `GitHubDouble.calls` is the record."""
+
+
+def _positive_int(raw: str | None, default: int) -> int:
+    value = int(raw) if raw and raw.isdigit() else 0
+    return value if value > 0 else default
+
+
+def _request_id() -> str:
+    """Shaped like GitHub's x-github-request-id, which its secondary-limit message asks users to quote."""
+    return ":".join(secrets.token_hex(size).upper() for size in (2, 3, 3, 3, 4))
+
+
+class GitHubDouble:
+    """GitHub's REST API for self-hosted runners on 127.0.0.1, with the runner side reachable in-process."""
+
+    def __init__(
+        self,
+        *,
+        credentials: Iterable[str] = ("ghp_simulator",),
+        token_lifetime: float = 3600.0,
+        rate_limit_per_hour: int = 5000,
+    ) -> None:
+        lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
+        self._token_lifetime = token_lifetime
+        self._registry = _RunnerRegistry(lock, token_lifetime)
+        self._traffic = _TrafficPolicy(lock, credentials, rate_limit_per_hour)
+        self._server: _Server | None = None
+        self.url = ""
+        self.api_url = ""
+
+    def start(self) -> GitHubDouble:
+        """Listen on a free loopback port; a double starts once."""
+        if self.url:
+            raise RuntimeError("GitHubDouble already started")
+        self._server = _Server(self)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.api_url = self.url + API_PREFIX
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.05)  # so that stop() is quick
+        threading.Thread(target=serve, name="github-double-http", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and ending jobs; calling it again does nothing."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self._registry.close()
+
+    # --- the runner side, in-process ---
+
+    def register_runner(
+        self,
+        *,
+        github_url: str,
+        token: str,
+        name: str,
+        labels: Sequence[str],
+        ephemeral: bool,
+        listener: RunnerListener,
+    ) -> int:
+        """``config.sh --unattended --replace``: a runner of the same name in the scope is replaced."""
+        return self._registry.register(self._scope_of(github_url), token, name, labels, ephemeral, listener)
+
+    def _scope_of(self, github_url: str) -> str:
+        """The REST scope that a config.sh --url names; a URL of another server can never register here."""
+        if not self.url or not github_url.startswith(self.url + "/"):
+            raise RegistrationRefused(f"{github_url} is not served by this double ({self.url or 'not started'})")
+        segments = github_url.removeprefix(self.url + "/").strip("/").split("/")
+        if len(segments) == 2:
+            return f"enterprises/{segments[1]}" if segments[0] == "enterprises" else "repos/" + "/".join(segments)
+        if len(segments) == 1 and segments[0]:
+            return f"orgs/{segments[0]}"
+        raise RegistrationRefused(f"{github_url} names no repository, organization or enterprise")
+
+    def runner_offline(self, runner_id: int) -> None:
+        """The runner process stopped: status "offline", registration kept; unknown ids are ignored."""
+        self._registry.mark_offline(runner_id)
+
+    def start_job(self, runner_name: str, duration_seconds: float, *, scope: str | None = None) -> None:
+        """An online idle runner takes a job for ``duration_seconds``; LookupError if there is none."""
+        self._registry.start_job(runner_name, duration_seconds, scope)
+
+    # --- inspection and fault injection ---
+
+    def runners(self, scope: str | None = None) -> list[JsonObject]:
+        """Registrations (of one scope, if given) as GitHub lists them, plus their "scope"."""
+        return self._registry.list(scope, with_scope=True)
+
+    def calls(self, method: str | None = None, path_regex: str | None = None) -> list[JsonObject]:
+        """REST requests so far, oldest first; ``path_regex`` is searched in the path without /api/v3."""
+        return self._traffic.calls(method and method.upper(), path_regex)
+
+    def fail_next(
+        self,
+        status: int,
+        *,
+        count: int = 1,
+        method: str | None = None,
+        path_regex: str = ".*",
+        retry_after: int | None = None,
+        rate_limit_reset_in: int | None = None,
+    ) -> None:
+        """Answer the next ``count`` matching REST requests with ``status`` instead of serving them."""
+        pattern = re.compile(path_regex)
+        self._traffic.inject(
+            _Injection(
+                method and method.upper(),
+                pattern,
+                count,
+                status=status,
+                retry_after=retry_after,
+                rate_limit_reset_in=rate_limit_reset_in,
+            )
+        )
+
+    def delay_next(self, seconds: float, *, count: int = 1, method: str | None = None, path_regex: str = ".*") -> None:
+        """Hold the next ``count`` matching REST requests for ``seconds``, so a client's timeout can fire."""
+        if seconds > 0:
+            self._traffic.inject(_Injection(method and method.upper(), re.compile(path_regex), count, seconds=seconds))
+
+    # --- HTTP routing ---
+
+    def _answer(self, method: str, target: str, headers: Message, body: bytes) -> _Reply:
+        url = urlsplit(target)
+        if url.path.startswith("/_simulator/"):
+            return self._answer_control(method, url.path, body)
+        is_api = url.path.startswith(API_PREFIX + "/")
+        path = url.path.removeprefix(API_PREFIX) if is_api else url.path
+        entry = self._traffic.log(method, path, url.query, headers)
+        request_id = _request_id()
+        if is_api:
+            time.sleep(self._traffic.delay_for(method, path))
+            credential = _credential(headers.get("Authorization"))
+            refusal, rate_headers = self._traffic.gate(method, path, credential, request_id)
+            reply = refusal or self._route(method, path, url.query, credential)
+            reply.headers = rate_headers | reply.headers
+        else:
+            reply = _error(404, "Not Found")
+        reply.headers["x-github-request-id"] = request_id
+        self._traffic.record_status(entry, reply.status)
+        return reply
+
+    def _route(self, method: str, path: str, query: str, credential: str) -> _Reply:
+        if (method, path) == ("GET", "/rate_limit"):
+            return _Reply(200, self._traffic.rate_limit_overview(credential))
+        match = _RUNNERS_ROUTE.fullmatch(path)
+        if match is None:
+            return _error(404, "Not Found")
+        scope, item = match["scope"], match["item"]
+        article = _SCOPE_ARTICLE[scope.split("/")[0]]
+        if (method, item) == ("GET", None):
+            return self._list_runners(scope, query)
+        if (method, item) == ("POST", "registration-token"):
+            return _Reply(201, self._registry.issue_registration_token(scope))
+        if (method, item) == ("POST", "remove-token"):
+            return _Reply(201, _new_token(self._token_lifetime))
+        if method == "GET" and item and item.isdigit():
+            runner = self._registry.get(scope, int(item))
+            if runner is None:
+                return _error(404, "Not Found", f"{_RUNNER_DOCS}#get-a-self-hosted-runner-for-{article}")
+            return _Reply(200, runner)
+        if method == "DELETE" and item and item.isdigit():
+            outcome, name = self._registry.remove(scope, int(item))
+            documentation_url = f"{_RUNNER_DOCS}#delete-a-self-hosted-runner-from-{article}"
+            if outcome == "unknown":
+                return _error(404, "Not Found", documentation_url)
+            if outcome == "busy":
+                return _error(422, f'Bad request - Runner "{name}" is still running a job"', documentation_url)
+            return _Reply(204)
+        return _error(404, "Not Found")
+
+    def _list_runners(self, scope: str, query: str) -> _Reply:
+        parameters = dict(parse_qsl(query))
+        per_page = min(_positive_int(parameters.get("per_page"), 30), 100)
+        page = _positive_int(parameters.get("page"), 1)
+        runners = self._registry.list(scope, parameters.get("name"))
+        first = (page - 1) * per_page
+        reply = _Reply(200, {"total_count": len(runners), "runners": runners[first : first + per_page]})
+        last_page = max(1, -(-len(runners) // per_page))
+        if last_page > 1:
+            reply.headers["Link"] = self._link_header(scope, query, page, last_page)
+        return reply
+
+    def _link_header(self, scope: str, query: str, page: int, last_page: int) -> str:
+        """GitHub's pagination links, in its order (prev, next, last, first), keeping the client's query."""
+        kept = [(key, value) for key, value in parse_qsl(query, keep_blank_values=True) if key != "page"]
+
+        def link(target_page: int, relation: str) -> str:
+            target_query = urlencode([*kept, ("page", target_page)])
+            return f'<{self.api_url}/{scope}/actions/runners?{target_query}>; rel="{relation}"'
+
+        links = [link(page - 1, "prev")] if page > 1 else []
+        if page < last_page:
+            links += [link(page + 1, "next"), link(last_page, "last")]
+        if page > 1:
+            links.append(link(1, "first"))
+        return ", ".join(links)
+
+    def _answer_control(self, method: str, path: str, body: bytes) -> _Reply:
+        """Endpoints for tests and demos in another process: no auth, not logged, not GitHub's."""
+        try:
+            return self._route_control(method, path, json.loads(body or b"{}"))
+        except (KeyError, TypeError, ValueError, re.error) as error:
+            return _Reply(400, {"message": f"bad simulator request: {error!r}"})
+
+    def _route_control(self, method: str, path: str, payload: JsonObject) -> _Reply:
+        if (method, path) == ("GET", "/_simulator/runners"):
+            return _Reply(200, self.runners())
+        if (method, path) == ("GET", "/_simulator/calls"):
+            return _Reply(200, [{k: v for k, v in call.items() if k != "headers"} for call in self.calls()])
+        if (method, path) == ("POST", "/_simulator/jobs"):
+            name, duration = payload["runner_name"], float(payload["duration_seconds"])
+            try:
+                self.start_job(name, duration, scope=payload.get("scope"))
+            except LookupError as error:
+                return _Reply(409, {"message": str(error)})
+            return _Reply(201, {"runner_name": name, "duration_seconds": duration})
+        if (method, path) == ("POST", "/_simulator/faults"):
+            options = ("count", "method", "path_regex", "retry_after", "rate_limit_reset_in")
+            self.fail_next(int(payload["status"]), **{key: payload[key] for key in options if key in payload})
+            return _Reply(201, payload)
+        return _Reply(404, {"message": "Not Found"})

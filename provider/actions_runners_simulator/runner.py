@@ -1,0 +1,110 @@
+"""The simulated runner: what the actions-runner image does inside a pod, enough to exercise the provider.
+
+It boots from the pod's environment (``RUNNER_TOKEN`` resolved from the Secret by the Kubernetes double),
+registers with the GitHub double as ``config.sh`` would, takes jobs, exits when its registration is removed,
+and — like a real runner whose pod is deleted mid-job — loses its job if it is stopped while busy. Those losses
+are recorded in ``jobs_killed``: the number the provider must keep at zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .github_double import GitHubDouble, RegistrationRefused
+from .kube_double import PodProcess
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _RunnerProcess:
+    """One start of a runner container; ``lock`` keeps exit reported once however it comes about."""
+
+    process: PodProcess
+    runner_id: int | None = None
+    busy: bool = False
+    exited: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def exit(self, code: int) -> None:
+        with self.lock:
+            if self.exited:
+                return
+            self.exited = True
+        self.process.exited(code)
+
+
+class _Listener:
+    """Receives what GitHub does to this runner's registration."""
+
+    def __init__(self, runner: _RunnerProcess) -> None:
+        self._runner = runner
+
+    def job_started(self) -> None:
+        self._runner.busy = True
+
+    def job_finished(self) -> None:
+        self._runner.busy = False
+
+    def removed(self) -> None:
+        # The runner's listener sees its registration gone and the process ends (an ephemeral one after its job).
+        self._runner.exit(0)
+
+
+class SimulatedRunners:
+    """The container runtime of the Kubernetes double: every pod with runner env runs a simulated runner."""
+
+    def __init__(self, github: GitHubDouble, *, boot_seconds: float = 0.05, stop_seconds: float = 0.05) -> None:
+        self._github = github
+        self._boot_seconds = boot_seconds
+        self._stop_seconds = stop_seconds
+        self._running: dict[tuple[str, str], _RunnerProcess] = {}
+        self._lock = threading.Lock()
+        self.jobs_killed: list[str] = []
+        self.registrations_refused: list[tuple[str, str]] = []
+
+    def start(self, process: PodProcess) -> None:
+        runner = _RunnerProcess(process)
+        with self._lock:
+            self._running[(process.namespace, process.name)] = runner
+        if {"RUNNER_NAME", "RUNNER_TOKEN", "GITHUB_URL"} <= process.env.keys():
+            _after(self._boot_seconds, self._register, runner)
+
+    def terminate(self, process: PodProcess) -> None:
+        with self._lock:
+            runner = self._running.pop((process.namespace, process.name), None)
+        if runner is None:
+            process.exited(0)
+            return
+        if runner.busy:
+            name = process.env.get("RUNNER_NAME", process.name)
+            log.error("runner %s stopped while running a job: the job is lost", name)
+            self.jobs_killed.append(name)
+        if runner.runner_id is not None and not runner.exited:
+            self._github.runner_offline(runner.runner_id)
+        _after(self._stop_seconds, runner.exit, 0)
+
+    def _register(self, runner: _RunnerProcess) -> None:
+        env = runner.process.env
+        try:
+            runner.runner_id = self._github.register_runner(
+                github_url=env["GITHUB_URL"],
+                token=env["RUNNER_TOKEN"],
+                name=env["RUNNER_NAME"],
+                labels=[label for label in env.get("RUNNER_LABELS", "").split(",") if label],
+                ephemeral=env.get("RUNNER_EPHEMERAL") == "true",
+                listener=_Listener(runner),
+            )
+        except RegistrationRefused as refused:
+            # config.sh fails and the container exits non-zero, as a real one does with an expired token.
+            self.registrations_refused.append((env["RUNNER_NAME"], str(refused)))
+            runner.exit(1)
+
+
+def _after(seconds: float, action: Callable[..., None], *args: object) -> None:
+    timer = threading.Timer(seconds, action, args)
+    timer.daemon = True
+    timer.start()

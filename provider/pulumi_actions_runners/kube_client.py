@@ -1,0 +1,99 @@
+"""The few Kubernetes calls a runner needs, through the official ``kubernetes`` client.
+
+The kubeconfig is loaded at call time from the path given, else ``KUBECONFIG`` / ``~/.kube/config``,
+else the in-cluster service account: the client library reads ``KUBECONFIG`` only at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.util.retry import Retry
+
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+class PodAlreadyExists(Exception):
+    pass
+
+
+def load_api_client(kubeconfig: str | None) -> client.ApiClient:
+    configuration = client.Configuration()
+    configuration.retries = Retry(
+        total=4,
+        backoff_factor=0.5,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=None,  # create/delete here are idempotent or checked for 409/404
+        respect_retry_after_header=True,
+        raise_on_status=False,
+    )
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG)
+    if kubeconfig or os.path.exists(path.split(os.pathsep)[0]):
+        return config.new_client_from_config(config_file=path, persist_config=False, client_configuration=configuration)
+    config.load_incluster_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+class KubeClient:
+    """Pods and Secrets of runners, with 404 on delete taken as done (every step may be repeated)."""
+
+    def __init__(self, kubeconfig: str | None) -> None:
+        self._api_client = load_api_client(kubeconfig)
+        self._core = client.CoreV1Api(self._api_client)
+
+    def close(self) -> None:
+        self._api_client.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def apply_secret(self, manifest: dict[str, Any]) -> None:
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            self._core.create_namespaced_secret(namespace, manifest)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            self._core.replace_namespaced_secret(name, namespace, manifest)
+
+    def create_pod(self, manifest: dict[str, Any]) -> None:
+        try:
+            self._core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
+        except ApiException as error:
+            if error.status == 409:
+                raise PodAlreadyExists(manifest["metadata"]["name"]) from error
+            raise
+
+    def read_pod(self, namespace: str, name: str) -> client.V1Pod | None:
+        try:
+            return self._core.read_namespaced_pod(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Graceful deletion with the pod's own terminationGracePeriodSeconds."""
+        try:
+            self._core.delete_namespaced_pod(name, namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        try:
+            self._core.delete_namespaced_secret(name, namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def pod_finished(pod: client.V1Pod) -> bool:
+    """A pod that will not run again: its runner has exited and holds no job."""
+    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")

@@ -1,0 +1,86 @@
+"""Dynamic provider of RegistrationToken: one registration token per scope, renewed only near its expiry."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from .. import validation
+from ..credentials import github_credential, token_hash
+from ..github_client import GitHubClient
+from ..github_url import parse_github_url
+from ..logs import log_to_stderr
+
+RULES: dict[str, validation.Rule] = {
+    "github_url": validation.github_url,
+    "github_token": validation.optional(validation.secret_string),
+    "refresh_before_seconds": validation.seconds_between(0, 3000),
+}
+UPDATE_IN_PLACE = ("github_token", "refresh_before_seconds")
+
+
+class RegistrationTokenProvider(ResourceProvider):
+    def configure(self, _req: Any) -> None:
+        log_to_stderr()
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        return CheckResult(news, [CheckFailure(p, r) for p, r in validation.failures(news, RULES)])
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Replace only when the token nears expiry (or its scope changes): no churn on an ordinary up."""
+        replaces = ["github_url"] if _differs(olds.get("github_url"), news.get("github_url")) else []
+        refresh_before = news.get("refresh_before_seconds")
+        if validation.is_unknown(refresh_before) or _expires_within(olds["expires_at"], refresh_before):
+            replaces.append("expires_at")
+        changes = bool(replaces) or any(_differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
+        return DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        target = parse_github_url(props["github_url"])
+        with GitHubClient(target, github_credential(props.get("github_token"))) as github:
+            grant = github.create_registration_token()
+        outs = {
+            **_settings(props),
+            "token": grant.token,
+            "expires_at": grant.expires_at,
+            "token_hash": token_hash(grant.token),
+        }
+        return CreateResult(uuid.uuid4().hex, outs)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult({**olds, **_settings(news)})
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        # A registration token cannot be looked up; expiry is judged by diff, so refresh keeps what it has.
+        return ReadResult(id_, props)
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """GitHub has no call to revoke a registration token; it expires by itself within the hour."""
+
+
+def _expires_within(expires_at: str, seconds: float) -> bool:
+    return datetime.fromisoformat(expires_at).timestamp() - time.time() < seconds
+
+
+def _settings(props: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "github_url": props["github_url"],
+        "github_token": props.get("github_token"),
+        "refresh_before_seconds": props["refresh_before_seconds"],
+    }
+
+
+def _differs(old: Any, new: Any) -> bool:
+    return validation.is_unknown(new) or old != new

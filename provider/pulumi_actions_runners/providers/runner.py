@@ -1,0 +1,178 @@
+"""Dynamic provider of Runner: thin glue from Pulumi's calls to the startup and teardown procedures."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from .. import validation
+from ..clock import SystemClock
+from ..credentials import github_credential, token_hash
+from ..github_client import GitHubClient
+from ..github_url import parse_github_url
+from ..kube_client import KubeClient, pod_finished
+from ..logs import log_to_stderr
+from ..manifests import TERMINATION_GRACE_SECONDS, RunnerSpec
+from ..startup import start_runner
+from ..teardown import RunnerLocation, TeardownTimeouts, tear_down_runner
+
+RULES: dict[str, validation.Rule] = {
+    "github_url": validation.github_url,
+    "namespace": validation.dns_label,
+    "runner_name": validation.dns_label,
+    "registration_token": validation.secret_string,
+    "labels": validation.runner_labels,
+    "ephemeral": validation.boolean,
+    "image": validation.image_reference,
+    "grace_period_seconds": validation.seconds_between(0, 3600),
+    "unregister_timeout_seconds": validation.seconds_between(0, 86400),
+    "register_timeout_seconds": validation.seconds_between(1, 3600),
+    "github_token": validation.optional(validation.secret_string),
+    "kubeconfig": validation.optional(validation.non_empty_string),
+}
+# A new registration means a new pod: these force a replacement (the pod is recreated with them).
+REPLACE_ON = ("github_url", "namespace", "runner_name", "labels", "ephemeral", "image")
+# These only steer how the provider works, so they change in place.
+UPDATE_IN_PLACE = (
+    "grace_period_seconds",
+    "unregister_timeout_seconds",
+    "register_timeout_seconds",
+    "github_token",
+    "kubeconfig",
+)
+POD_GONE_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS + 60
+
+
+class RunnerProvider(ResourceProvider):
+    def configure(self, _req: Any) -> None:
+        log_to_stderr()
+
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs = dict(news)
+        if inputs.get("runner_name") is None:
+            inputs["runner_name"] = _auto_name(inputs.get("name_prefix"), olds.get("runner_name"))
+        labels = inputs.get("labels")
+        if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
+            inputs["labels"] = _normalized_labels(labels)
+        return CheckResult(inputs, [CheckFailure(p, r) for p, r in validation.failures(inputs, RULES)])
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """No network call: the token's hash decides, so a preview shows every runner a new token recreates."""
+        replaces = [k for k in REPLACE_ON if _differs(olds.get(k), news.get(k))]
+        token = news.get("registration_token")
+        if validation.is_unknown(token) or token_hash(token) != olds.get("token_hash"):
+            replaces.insert(0, "token_hash")
+        changes = bool(replaces) or any(_differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
+        return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        spec = _spec(props, token_hash(props["registration_token"]))
+        with _clients(props) as (github, kube):
+            runner_id = start_runner(
+                spec,
+                props["registration_token"],
+                github,
+                kube,
+                SystemClock(),
+                register_timeout_seconds=props["register_timeout_seconds"],
+                pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+            )
+        outs = {
+            **{k: props.get(k) for k in REPLACE_ON + UPDATE_IN_PLACE},
+            "token_hash": spec.token_hash,
+            "runner_id": runner_id,
+            "pod_name": spec.pod_name,
+            "secret_name": spec.secret_name,
+        }
+        return CreateResult(f"{spec.namespace}/{spec.runner_name}", outs)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult({**olds, **{k: news.get(k) for k in UPDATE_IN_PLACE}})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        with _clients(props) as (github, kube):
+            tear_down_runner(
+                _location(props),
+                github,
+                kube,
+                SystemClock(),
+                TeardownTimeouts(
+                    grace_period_seconds=props["grace_period_seconds"],
+                    unregister_timeout_seconds=props["unregister_timeout_seconds"],
+                    pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+                ),
+            )
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """A pod that is gone or has finished takes the resource out of state, so the next up recreates it."""
+        with _clients(props) as (github, kube):
+            pod = kube.read_pod(props["namespace"], props["pod_name"])
+            if pod is None or pod_finished(pod):
+                return ReadResult("", {})
+            runner = github.find_runner(props["runner_name"])
+        outs = {**props, "runner_id": runner["id"] if runner else None}
+        return ReadResult(id_, outs)
+
+
+def _spec(props: dict[str, Any], hash_of_token: str) -> RunnerSpec:
+    return RunnerSpec(
+        github_url=parse_github_url(props["github_url"]).url,
+        namespace=props["namespace"],
+        runner_name=props["runner_name"],
+        labels=tuple(props.get("labels") or ()),
+        ephemeral=props["ephemeral"],
+        image=props["image"],
+        token_hash=hash_of_token,
+    )
+
+
+def _location(props: dict[str, Any]) -> RunnerLocation:
+    runner_id = props.get("runner_id")
+    return RunnerLocation(
+        namespace=props["namespace"],
+        pod_name=props["pod_name"],
+        secret_name=props["secret_name"],
+        runner_name=props["runner_name"],
+        runner_id=int(runner_id) if runner_id is not None else None,
+        ephemeral=props["ephemeral"],
+    )
+
+
+@contextmanager
+def _clients(props: dict[str, Any]) -> Iterator[tuple[GitHubClient, KubeClient]]:
+    target = parse_github_url(props["github_url"])
+    credential = github_credential(props.get("github_token"))
+    with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
+        yield github, kube
+
+
+def _auto_name(resource_name: Any, previous: Any) -> str:
+    """Pulumi-style auto-name: the resource name made DNS-safe plus a random suffix, kept across updates."""
+    prefix = re.sub(r"[^a-z0-9-]+", "-", str(resource_name or "runner").lower()).strip("-")[:54] or "runner"
+    if isinstance(previous, str) and re.fullmatch(rf"{re.escape(prefix)}-[0-9a-f]{{8}}", previous):
+        return previous
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def _normalized_labels(labels: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """Labels are a set to GitHub: sort known ones so that reordering them does not recreate runners."""
+    if any(validation.is_unknown(label) for label in labels):
+        return list(labels)
+    return sorted(set(labels))
+
+
+def _differs(old: Any, new: Any) -> bool:
+    return validation.is_unknown(new) or old != new

@@ -1,0 +1,108 @@
+"""The resources users declare in their programs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pulumi import Input, Output, ResourceOptions
+from pulumi.dynamic import Resource
+
+from .manifests import DEFAULT_IMAGE
+from .providers.registration_token import RegistrationTokenProvider
+from .providers.runner import RunnerProvider
+
+RESOURCE_MODULE = "actions-runners"
+
+
+def _secret(value: Input[str] | None) -> Output[str] | None:
+    """Mark a credential secret even when the program passed a plain string."""
+    return None if value is None else Output.secret(value)
+
+
+def _with_secret_outputs(opts: ResourceOptions | None, names: list[str]) -> ResourceOptions:
+    return ResourceOptions.merge(opts, ResourceOptions(additional_secret_outputs=names))
+
+
+class RegistrationToken(Resource, module=RESOURCE_MODULE, name="RegistrationToken"):
+    """A runner registration token for a repository, organization or enterprise.
+
+    It is renewed only when it expires within ``refresh_before_seconds``, so an ordinary ``pulumi up`` keeps it
+    and keeps every runner that registered with it.
+    """
+
+    token: Output[str]
+    expires_at: Output[str]
+    token_hash: Output[str]
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        github_url: Input[str],
+        github_token: Input[str] | None = None,
+        refresh_before_seconds: Input[float] = 1800,
+        opts: ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "github_url": github_url,
+            "github_token": _secret(github_token),
+            "refresh_before_seconds": refresh_before_seconds,
+            "token": None,
+            "expires_at": None,
+            "token_hash": None,
+        }
+        opts = _with_secret_outputs(opts, ["token", "github_token"])
+        super().__init__(RegistrationTokenProvider(), resource_name, props, opts)
+
+
+class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
+    """One self-hosted runner: a pod on Kubernetes registered with GitHub.
+
+    A new registration token replaces it; the old runner is unregistered first (never while it runs a job),
+    then given ``grace_period_seconds``, then its pod is deleted.
+    """
+
+    runner_name: Output[str]
+    runner_id: Output[int]
+    pod_name: Output[str]
+    namespace: Output[str]
+    token_hash: Output[str]
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        github_url: Input[str],
+        namespace: Input[str],
+        registration_token: Input[str],
+        runner_name: Input[str] | None = None,
+        labels: Input[Sequence[Input[str]]] = (),
+        ephemeral: Input[bool] = True,
+        image: Input[str] = DEFAULT_IMAGE,
+        grace_period_seconds: Input[float] = 30,
+        unregister_timeout_seconds: Input[float] = 600,
+        register_timeout_seconds: Input[float] = 300,
+        github_token: Input[str] | None = None,
+        kubeconfig: Input[str] | None = None,
+        opts: ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "github_url": github_url,
+            "namespace": namespace,
+            "registration_token": _secret(registration_token),
+            "runner_name": runner_name,
+            "name_prefix": resource_name,
+            "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
+            "ephemeral": ephemeral,
+            "image": image,
+            "grace_period_seconds": grace_period_seconds,
+            "unregister_timeout_seconds": unregister_timeout_seconds,
+            "register_timeout_seconds": register_timeout_seconds,
+            "github_token": _secret(github_token),
+            "kubeconfig": kubeconfig,
+            "runner_id": None,
+            "pod_name": None,
+            "token_hash": None,
+        }
+        opts = _with_secret_outputs(opts, ["registration_token", "github_token"])
+        super().__init__(RunnerProvider(), resource_name, props, opts)

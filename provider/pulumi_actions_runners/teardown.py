@@ -1,0 +1,180 @@
+"""Taking a runner down without ever killing a job: the procedure behind Delete and replacement.
+
+States, in order (each one safe to repeat after a crash, so a re-run Delete finishes the job):
+
+UNREGISTERING  RemoveRunner until GitHub answers 204 or 404. A 422 means the runner is running a job: its pod is
+               left alone and the call repeated with backoff until ``unregister_timeout_seconds``, then
+               RunnerStillBusy — the resource stays in state and nothing is lost. RemoveRunner is the only
+               race-free busy check: once it succeeds, GitHub gives the runner no further job.
+GRACE          wait out ``grace_period_seconds`` so the unregistered runner can exit by itself (skipped when its
+               pod had already finished or was gone: there is nothing left to be graceful to).
+DELETING_POD   delete the pod (with its own termination grace) and the Secret; wait until the pod is gone.
+SWEEPING       a persistent runner's pod could have restarted and registered again meanwhile: remove any
+               registration left under its name, so none leaks.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .clock import Clock
+from .github_client import RemoveOutcome
+from .kube_client import pod_finished
+
+log = logging.getLogger(__name__)
+
+BUSY_RETRY_FIRST_SECONDS = 2.0
+BUSY_RETRY_MAX_SECONDS = 30.0
+POD_POLL_FIRST_SECONDS = 0.1
+POD_POLL_MAX_SECONDS = 1.0
+
+
+class TeardownState(enum.Enum):
+    UNREGISTERING = "unregistering"
+    GRACE = "grace"
+    DELETING_POD = "deleting pod"
+    SWEEPING = "sweeping"
+    DONE = "done"
+
+
+class RunnerStillBusy(Exception):
+    """The runner kept running a job for the whole unregister timeout; its pod was left running."""
+
+
+class WaitTimedOut(Exception):
+    """A bounded wait ran out; the message says what it waited for."""
+
+
+class RunnerRegistry(Protocol):
+    def find_runner(self, name: str) -> dict[str, Any] | None: ...
+    def remove_runner(self, runner_id: int) -> RemoveOutcome: ...
+
+
+class PodApi(Protocol):
+    def read_pod(self, namespace: str, name: str) -> Any: ...
+    def delete_pod(self, namespace: str, name: str) -> None: ...
+    def delete_secret(self, namespace: str, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunnerLocation:
+    """Where a runner lives; all Delete gets to know is what the state kept."""
+
+    namespace: str
+    pod_name: str
+    secret_name: str
+    runner_name: str
+    runner_id: int | None
+    ephemeral: bool
+
+
+@dataclass(frozen=True)
+class TeardownTimeouts:
+    grace_period_seconds: float
+    unregister_timeout_seconds: float
+    pod_gone_timeout_seconds: float
+
+
+@dataclass
+class TeardownReport:
+    """What the procedure went through, for logs and tests."""
+
+    states: list[TeardownState]
+    busy_answers: int = 0
+    grace_waited_seconds: float = 0.0
+
+
+def tear_down_runner(
+    runner: RunnerLocation,
+    github: RunnerRegistry,
+    pods: PodApi,
+    clock: Clock,
+    timeouts: TeardownTimeouts,
+) -> TeardownReport:
+    # Judged before unregistering: a runner that exits on its own right after the 204 still gets its grace.
+    pod = pods.read_pod(runner.namespace, runner.pod_name)
+    pod_was_running = pod is not None and not pod_finished(pod)
+
+    report = TeardownReport(states=[TeardownState.UNREGISTERING])
+    report.busy_answers = _unregister(runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds)
+
+    if pod_was_running and timeouts.grace_period_seconds > 0:
+        report.states.append(TeardownState.GRACE)
+        log.info(
+            "runner %s unregistered; waiting out its %.1f s grace period before deleting pod %s/%s",
+            runner.runner_name,
+            timeouts.grace_period_seconds,
+            runner.namespace,
+            runner.pod_name,
+        )
+        clock.sleep(timeouts.grace_period_seconds)
+        report.grace_waited_seconds = timeouts.grace_period_seconds
+
+    report.states.append(TeardownState.DELETING_POD)
+    pods.delete_pod(runner.namespace, runner.pod_name)
+    pods.delete_secret(runner.namespace, runner.secret_name)
+    wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, timeouts.pod_gone_timeout_seconds)
+
+    if not runner.ephemeral:
+        report.states.append(TeardownState.SWEEPING)
+        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds)
+    report.states.append(TeardownState.DONE)
+    return report
+
+
+def _unregister(
+    runner: RunnerLocation, runner_id: int | None, github: RunnerRegistry, clock: Clock, timeout: float
+) -> int:
+    """RemoveRunner until it is done (None: look the id up by name); returns how often GitHub said busy."""
+    looked_up = False
+    busy_answers = 0
+    deadline = clock.monotonic() + timeout
+    delay = BUSY_RETRY_FIRST_SECONDS
+    while True:
+        if runner_id is None:
+            if looked_up:
+                return busy_answers
+            found = github.find_runner(runner.runner_name)
+            looked_up = True
+            if found is None:
+                return busy_answers
+            runner_id = int(found["id"])
+        outcome = github.remove_runner(runner_id)
+        if outcome is RemoveOutcome.REMOVED:
+            return busy_answers
+        if outcome is RemoveOutcome.NOT_FOUND:
+            # The id in state may be an older registration: config.sh --replace gives a new one under the name.
+            runner_id = None
+            continue
+        busy_answers += 1
+        left = deadline - clock.monotonic()
+        if left <= 0:
+            raise RunnerStillBusy(
+                f"runner {runner.runner_name} is still running a job after {timeout:.0f} s "
+                f"(unregister_timeout_seconds); its pod {runner.namespace}/{runner.pod_name} was left running "
+                "and the resource stays in state. Run the update again once the job has finished."
+            )
+        wait = min(delay, left)
+        log.info(
+            "runner %s is running a job (RemoveRunner answered 422); its pod is left alone; "
+            "retrying in %.1f s (%.0f s left of %.0f s)",
+            runner.runner_name,
+            wait,
+            left,
+            timeout,
+        )
+        clock.sleep(wait)
+        delay = min(delay * 2, BUSY_RETRY_MAX_SECONDS)
+
+
+def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> None:
+    deadline = clock.monotonic() + timeout
+    delay = POD_POLL_FIRST_SECONDS
+    while pods.read_pod(namespace, name) is not None:
+        if clock.monotonic() >= deadline:
+            raise WaitTimedOut(f"pod {namespace}/{name} is still terminating after {timeout:.0f} s")
+        clock.sleep(delay)
+        delay = min(delay * 2, POD_POLL_MAX_SECONDS)

@@ -1,0 +1,96 @@
+"""Input rules, checked before anything is created: each failure names the property and what is allowed.
+
+During preview, values computed by other resources are unknown; a rule only judges values that are known.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pulumi.output import Unknown
+
+from .github_url import parse_github_url
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_LABEL_RULE = "1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+MAX_LABELS = 100
+
+Rule = Callable[[Any], "str | None"]
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, Unknown)
+
+
+def github_url(value: Any) -> str | None:
+    try:
+        parse_github_url(value)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def dns_label(value: Any) -> str | None:
+    if isinstance(value, str) and DNS_LABEL.match(value):
+        return None
+    return f"{value!r} is not allowed: use {DNS_LABEL_RULE} (a Kubernetes name that GitHub accepts too)"
+
+
+def secret_string(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip() and not any(c.isspace() for c in value):
+        return None
+    return "must be a non-empty string without whitespace"
+
+
+def optional(rule: Rule) -> Rule:
+    return lambda value: None if value is None else rule(value)
+
+
+def non_empty_string(value: Any) -> str | None:
+    return None if isinstance(value, str) and value.strip() else "must be a non-empty string"
+
+
+def image_reference(value: Any) -> str | None:
+    if isinstance(value, str) and value and len(value) <= 512 and not any(c.isspace() for c in value):
+        return None
+    return f"{value!r} is not an image reference: use e.g. ghcr.io/actions/actions-runner:2.329.0"
+
+
+def seconds_between(minimum: float, maximum: float) -> Rule:
+    def rule(value: Any) -> str | None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and minimum <= value <= maximum:
+            return None
+        return f"{value!r} is not allowed: use a number of seconds from {minimum:g} to {maximum:g}"
+
+    return rule
+
+
+def boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"{value!r} is not allowed: use true or false"
+
+
+def runner_labels(value: Any) -> str | None:
+    allowed = f"use a list of at most {MAX_LABELS} labels, each 1 to 100 characters without commas"
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_LABELS:
+        return f"{value!r} is not allowed: {allowed}"
+    for label in value:
+        if is_unknown(label):
+            continue
+        if not isinstance(label, str) or not label.strip() or "," in label or len(label) > 100:
+            return f"label {label!r} is not allowed: {allowed}"
+    return None
+
+
+def failures(inputs: dict[str, Any], rules: dict[str, Rule]) -> list[tuple[str, str]]:
+    """(property, reason) for every known input that breaks its rule."""
+    found = []
+    for prop, rule in rules.items():
+        value = inputs.get(prop)
+        if is_unknown(value):
+            continue
+        reason = rule(value)
+        if reason is not None:
+            found.append((prop, reason))
+    return found

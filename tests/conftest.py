@@ -1,0 +1,47 @@
+"""Shared fixtures: the simulator (GitHub and Kubernetes doubles on loopback) and the engine stand-in."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from actions_runners_simulator.engine import MiniEngine
+from actions_runners_simulator.simulator import Simulator
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM_DIR = ROOT / "programs" / "runners"
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator(token_lifetime=2000, schedule_delay=0.05, boot_seconds=0.02, stop_seconds=0.02) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def engine(sim: Simulator) -> Iterator[MiniEngine]:
+    """The engine stand-in, with the stack config a user would set for the program in programs/runners."""
+    config = {
+        "githubUrl": sim.repo_url,
+        "kubeconfig": str(sim.kubeconfig),
+        "namespace": "actions-runners",
+        "createNamespace": "false",
+        "runners": "2",
+        "gracePeriodSeconds": "0.5",
+        "tokenRefreshBeforeSeconds": "0",
+    }
+    with MiniEngine(ROOT, config=config, secret_config={"githubToken": sim.credential}) as mini_engine:
+        yield mini_engine
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 10.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

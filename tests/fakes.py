@@ -1,0 +1,91 @@
+"""In-memory stand-ins for the procedures' ports, with a clock that only moves when someone sleeps.
+
+They serve the plain-code tests of the teardown and startup procedures; the provider itself is tested through
+the real clients against the HTTP doubles.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from pulumi_actions_runners.github_client import RemoveOutcome
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class FakeGitHub:
+    """Runners by id; RemoveRunner answers BUSY while ``busy_until`` (fake time) has not passed."""
+
+    def __init__(self, clock: FakeClock, journal: list[str]) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.runners: dict[int, dict[str, Any]] = {}
+        self.busy_until: dict[int, float] = {}
+
+    def add(self, runner_id: int, name: str, busy_for: float = 0.0) -> None:
+        self.runners[runner_id] = {"id": runner_id, "name": name}
+        self.busy_until[runner_id] = self.clock.now + busy_for
+
+    def find_runner(self, name: str) -> dict[str, Any] | None:
+        self.journal.append(f"find {name}")
+        return next((r for r in self.runners.values() if r["name"] == name), None)
+
+    def remove_runner(self, runner_id: int) -> RemoveOutcome:
+        if runner_id not in self.runners:
+            self.journal.append(f"remove {runner_id}: 404")
+            return RemoveOutcome.NOT_FOUND
+        if self.clock.now < self.busy_until[runner_id]:
+            self.journal.append(f"remove {runner_id}: 422")
+            return RemoveOutcome.BUSY
+        del self.runners[runner_id]
+        self.journal.append(f"remove {runner_id}: 204")
+        return RemoveOutcome.REMOVED
+
+
+class FakePods:
+    """Pods that, once deleted, stay Terminating for ``terminating_for`` fake seconds."""
+
+    def __init__(self, clock: FakeClock, journal: list[str], terminating_for: float = 0.5) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.terminating_for = terminating_for
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.secrets: set[str] = set()
+
+    def add(self, name: str, phase: str = "Running") -> None:
+        self.pods[name] = {"phase": phase, "gone_at": None}
+
+    def read_pod(self, namespace: str, name: str) -> Any:
+        pod = self.pods.get(name)
+        if pod is None or (pod["gone_at"] is not None and self.clock.now >= pod["gone_at"]):
+            self.pods.pop(name, None)
+            return None
+        return SimpleNamespace(
+            status=SimpleNamespace(phase=pod["phase"], container_statuses=[]),
+            metadata=SimpleNamespace(deletion_timestamp=pod["gone_at"], annotations={}),
+        )
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.journal.append(f"delete pod {name} at {self.clock.now:.1f}")
+        pod = self.pods.get(name)
+        if pod is not None and pod["gone_at"] is None:
+            pod["gone_at"] = self.clock.now + (0 if pod["phase"] != "Running" else self.terminating_for)
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        self.journal.append(f"delete secret {name}")
+        self.secrets.discard(name)

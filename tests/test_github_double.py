@@ -1,0 +1,630 @@
+"""Contract and behaviour tests for the loopback GitHub double (actions_runners_simulator.github_double).
+
+Every REST response exercised here is checked against GitHub's own OpenAPI description (tests/contracts/).
+That description documents few error statuses: for the runner operations it has 201/200/204 and, for
+RemoveRunner, 422, but no 401, no 404 on get/delete runner, no 403/429 rate limits and no 5xx. Those are
+checked to be undescribed (so this test notices when a newer contract adds them) and their bodies are
+validated against the contract's ``basic-error`` schema instead.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import json
+import pathlib
+import re
+import threading
+import time
+
+import pytest
+import requests
+from openapi_core import OpenAPI
+from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
+from openapi_core.templating.responses.exceptions import ResponseNotFound
+from openapi_core.validation.response.exceptions import InvalidData
+from openapi_schema_validator import OAS30Validator
+
+from actions_runners_simulator.github_double import GitHubDouble, RegistrationRefused
+
+CONTRACTS = pathlib.Path(__file__).parent / "contracts"
+CREDENTIAL = "ghp_simulator"
+RUNNER_DOCS = "https://docs.github.com/rest/actions/self-hosted-runners"
+SECONDARY_LIMIT = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+
+
+# --- contract checking ------------------------------------------------------------------------------------
+
+
+@functools.cache
+def contract(name: str) -> tuple[OpenAPI, dict]:
+    """The parsed contract and its raw JSON; loaded once, as parsing takes about a second."""
+    path = CONTRACTS / f"github-runners.{name}.openapi.json"
+    return OpenAPI.from_file_path(str(path)), json.loads(path.read_text())
+
+
+def assert_matches_contract(response: requests.Response, *, described: bool = True) -> None:
+    """Validate as if the request had gone to https://api.github.com, the contract's only server.
+
+    With ``described=False`` the contract must have no response for this status (so the test notices when it
+    gains one); the body is then validated as GitHub's ``basic-error``, the shape of its error answers.
+    """
+    sent = response.request
+    path_and_query = sent.url.split("/api/v3", 1)[1]
+    openapi, raw = contract("ghec" if path_and_query.startswith("/enterprises/") else "api.github.com")
+    as_sent_to_github = requests.Request(
+        sent.method, "https://api.github.com" + path_and_query, headers=dict(sent.headers), data=sent.body
+    ).prepare()
+    check = functools.partial(
+        openapi.validate_response, RequestsOpenAPIRequest(as_sent_to_github), RequestsOpenAPIResponse(response)
+    )
+    if described:
+        check()
+        return
+    with pytest.raises(ResponseNotFound):
+        check()
+    OAS30Validator(raw["components"]["schemas"]["basic-error"]).validate(response.json())
+
+
+# --- helpers ----------------------------------------------------------------------------------------------
+
+
+class RecordingListener:
+    """A simulated runner process that records what the double tells it."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self._changed = threading.Condition()
+
+    def _record(self, event: str) -> None:
+        with self._changed:
+            self.events.append(event)
+            self._changed.notify_all()
+
+    def job_started(self) -> None:
+        self._record("job_started")
+
+    def job_finished(self) -> None:
+        self._record("job_finished")
+
+    def removed(self) -> None:
+        self._record("removed")
+
+    def wait_for(self, event: str, timeout: float = 3.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: event in self.events, timeout)
+
+
+@pytest.fixture
+def github():
+    double = GitHubDouble().start()
+    yield double
+    double.stop()
+
+
+def call(double: GitHubDouble, method: str, path: str, *, credential: str = CREDENTIAL, **kwargs) -> requests.Response:
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+    if credential:
+        headers["Authorization"] = f"Bearer {credential}"
+    return requests.request(method, double.api_url + path, headers=headers, timeout=5, **kwargs)
+
+
+def config_url(double: GitHubDouble, scope: str) -> str:
+    """The config.sh --url for a scope: URL/OWNER/REPO, URL/ORG or URL/enterprises/ENT."""
+    kind, _, rest = scope.partition("/")
+    return f"{double.url}/{'enterprises/' if kind == 'enterprises' else ''}{rest}"
+
+
+def registration_token(double: GitHubDouble, scope: str) -> str:
+    response = call(double, "POST", f"/{scope}/actions/runners/registration-token")
+    assert response.status_code == 201
+    return response.json()["token"]
+
+
+def register(
+    double: GitHubDouble,
+    scope: str,
+    name: str,
+    *,
+    ephemeral: bool = False,
+    labels: tuple[str, ...] = (),
+    token: str | None = None,
+) -> tuple[int, RecordingListener]:
+    """Register as config.sh would, with a fresh registration token unless one is given."""
+    listener = RecordingListener()
+    runner_id = double.register_runner(
+        github_url=config_url(double, scope),
+        token=token or registration_token(double, scope),
+        name=name,
+        labels=labels,
+        ephemeral=ephemeral,
+        listener=listener,
+    )
+    return runner_id, listener
+
+
+# --- tokens and registration ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["repos/octo/app", "orgs/octo", "enterprises/megacorp"])
+def test_registration_and_remove_tokens_are_fresh_and_match_the_contract(github, scope):
+    before = time.time()
+    responses = [
+        call(github, "POST", f"/{scope}/actions/runners/{kind}")
+        for kind in ("registration-token", "registration-token", "remove-token")
+    ]
+    tokens = set()
+    for response in responses:
+        assert response.status_code == 201
+        assert_matches_contract(response)
+        body = response.json()
+        assert re.fullmatch(r"[A-Z0-9]{29}", body["token"])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", body["expires_at"])
+        expires = time.mktime(time.strptime(body["expires_at"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        assert before + 3600 - 2 <= expires <= time.time() + 3600 + 2
+        tokens.add(body["token"])
+    assert len(tokens) == 3
+
+
+def test_registered_runner_is_served_in_its_scope_only(github):
+    repo_runner, _ = register(github, "repos/octo/app", "runner-a", labels=("gpu", "self-hosted"))
+    org_runner, _ = register(github, "orgs/octo", "runner-b")
+
+    response = call(github, "GET", f"/repos/octo/app/actions/runners/{repo_runner}")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json; charset=utf-8"
+    assert_matches_contract(response)
+    assert response.json() == {
+        "id": 1,
+        "name": "runner-a",
+        "os": "Linux",
+        "status": "online",
+        "busy": False,
+        "ephemeral": False,
+        "runner_group_id": 1,
+        "labels": [
+            {"id": 1, "name": "self-hosted", "type": "read-only"},
+            {"id": 2, "name": "Linux", "type": "read-only"},
+            {"id": 3, "name": "X64", "type": "read-only"},
+            {"id": 4, "name": "gpu", "type": "custom"},
+        ],
+    }
+    assert (repo_runner, org_runner) == (1, 2)
+
+    org_list = call(github, "GET", "/orgs/octo/actions/runners")
+    assert_matches_contract(org_list)
+    assert [runner["id"] for runner in org_list.json()["runners"]] == [org_runner]
+
+    elsewhere = call(github, "GET", f"/orgs/octo/actions/runners/{repo_runner}")
+    assert elsewhere.status_code == 404
+    assert elsewhere.json() == {
+        "message": "Not Found",
+        "documentation_url": f"{RUNNER_DOCS}#get-a-self-hosted-runner-for-an-organization",
+        "status": "404",
+    }
+    assert_matches_contract(elsewhere, described=False)
+    assert call(github, "DELETE", f"/orgs/octo/actions/runners/{repo_runner}").status_code == 404
+    assert [(runner["id"], runner["scope"]) for runner in github.runners()] == [
+        (1, "repos/octo/app"),
+        (2, "orgs/octo"),
+    ]
+
+
+def test_expired_registration_token_is_refused():
+    double = GitHubDouble(token_lifetime=0.2).start()
+    try:
+        token = registration_token(double, "repos/octo/app")
+        listener = RecordingListener()
+        runner = dict(github_url=config_url(double, "repos/octo/app"), token=token, labels=(), ephemeral=False)
+        assert double.register_runner(name="early", listener=listener, **runner) == 1
+        time.sleep(0.3)
+        with pytest.raises(RegistrationRefused, match="expired"):
+            double.register_runner(name="late", listener=listener, **runner)
+        assert [runner["name"] for runner in double.runners()] == ["early"]
+    finally:
+        double.stop()
+
+
+@pytest.mark.parametrize(
+    ("url_suffix", "token_kind", "problem"),
+    [
+        ("/octo/other", "repo", "issued for repos/octo/app"),
+        ("/octo", "repo", "issued for repos/octo/app"),
+        ("/enterprises/octo", "repo", "issued for repos/octo/app"),
+        ("/octo/app", "unknown", "unknown"),
+        ("/octo/app", "remove", "unknown"),
+        ("/octo/app/extra", "repo", "names no repository"),
+    ],
+)
+def test_registration_needs_a_registration_token_of_the_same_scope(github, url_suffix, token_kind, problem):
+    tokens = {
+        "repo": lambda: registration_token(github, "repos/octo/app"),
+        "unknown": lambda: "A" * 29,
+        "remove": lambda: call(github, "POST", "/repos/octo/app/actions/runners/remove-token").json()["token"],
+    }
+    with pytest.raises(RegistrationRefused, match=problem):
+        github.register_runner(
+            github_url=github.url + url_suffix,
+            token=tokens[token_kind](),
+            name="r",
+            labels=(),
+            ephemeral=False,
+            listener=RecordingListener(),
+        )
+    assert github.runners() == []
+
+
+def test_registration_url_of_another_server_is_refused(github):
+    with pytest.raises(RegistrationRefused, match="not served by this double"):
+        github.register_runner(
+            github_url="https://github.com/octo/app",
+            token=registration_token(github, "repos/octo/app"),
+            name="r",
+            labels=(),
+            ephemeral=False,
+            listener=RecordingListener(),
+        )
+
+
+def test_registering_an_existing_name_replaces_that_runner(github):
+    old_id, old_listener = register(github, "repos/octo/app", "pod-0")
+    other_scope_id, other_scope_listener = register(github, "orgs/octo", "pod-0")
+    new_id, new_listener = register(github, "repos/octo/app", "pod-0")
+
+    assert old_listener.events == ["removed"]
+    assert other_scope_listener.events == new_listener.events == []
+    assert new_id > other_scope_id > old_id
+    assert call(github, "GET", f"/repos/octo/app/actions/runners/{old_id}").status_code == 404
+    listed = call(github, "GET", "/repos/octo/app/actions/runners").json()
+    assert [runner["id"] for runner in listed["runners"]] == [new_id]
+
+
+# --- jobs, RemoveRunner, ephemeral and offline runners ----------------------------------------------------
+
+
+def test_remove_runner_is_refused_while_busy_and_succeeds_once_idle(github):
+    runner_id, listener = register(github, "repos/octo/app", "busy-bee")
+    github.start_job("busy-bee", 0.3)
+
+    refused = call(github, "DELETE", f"/repos/octo/app/actions/runners/{runner_id}")
+    assert refused.status_code == 422
+    assert refused.json() == {
+        "message": 'Bad request - Runner "busy-bee" is still running a job"',
+        "documentation_url": f"{RUNNER_DOCS}#delete-a-self-hosted-runner-from-a-repository",
+        "status": "422",
+    }
+    assert_matches_contract(refused)
+    assert call(github, "GET", f"/repos/octo/app/actions/runners/{runner_id}").json()["busy"] is True
+
+    assert listener.wait_for("job_finished")
+    removed = call(github, "DELETE", f"/repos/octo/app/actions/runners/{runner_id}")
+    assert removed.status_code == 204
+    assert removed.content == b""
+    assert "Content-Length" not in removed.headers
+    assert_matches_contract(removed)
+    assert listener.events == ["job_started", "job_finished", "removed"]
+
+    again = call(github, "DELETE", f"/repos/octo/app/actions/runners/{runner_id}")
+    assert again.status_code == 404
+    assert again.json()["documentation_url"] == f"{RUNNER_DOCS}#delete-a-self-hosted-runner-from-a-repository"
+    assert_matches_contract(again, described=False)
+
+
+def test_ephemeral_runner_is_removed_after_its_job(github):
+    ephemeral_id, ephemeral = register(github, "orgs/octo", "once", ephemeral=True)
+    lasting_id, lasting = register(github, "orgs/octo", "again")
+    github.start_job("once", 0.05)
+    github.start_job("again", 0.05)
+
+    assert ephemeral.wait_for("removed")
+    assert lasting.wait_for("job_finished")
+    assert ephemeral.events == ["job_started", "job_finished", "removed"]
+    assert lasting.events == ["job_started", "job_finished"]
+    assert call(github, "GET", f"/orgs/octo/actions/runners/{ephemeral_id}").status_code == 404
+    assert [runner["id"] for runner in github.runners("orgs/octo")] == [lasting_id]
+
+
+def test_offline_runner_keeps_its_registration_loses_its_job_and_takes_no_new_one(github):
+    runner_id, listener = register(github, "repos/octo/app", "gone")
+    github.start_job("gone", 0.1)
+    github.runner_offline(runner_id)
+
+    runner = call(github, "GET", f"/repos/octo/app/actions/runners/{runner_id}").json()
+    assert (runner["status"], runner["busy"]) == ("offline", False)
+    with pytest.raises(LookupError):
+        github.start_job("gone", 0.1)
+    time.sleep(0.2)
+    assert listener.events == ["job_started"]
+    github.runner_offline(999)  # an unknown id: a runner whose registration is already gone
+
+
+def test_start_job_needs_an_online_idle_runner_of_that_name(github):
+    register(github, "repos/octo/app", "worker")
+    with pytest.raises(LookupError):
+        github.start_job("nobody", 1)
+    with pytest.raises(LookupError):
+        github.start_job("worker", 1, scope="orgs/octo")
+    github.start_job("worker", 0.2, scope="repos/octo/app")
+    with pytest.raises(LookupError):
+        github.start_job("worker", 1)
+
+
+def test_hundreds_of_jobs_end_without_a_thread_each(github):
+    token = registration_token(github, "orgs/octo")
+    listeners = [register(github, "orgs/octo", f"runner-{index}", token=token)[1] for index in range(200)]
+    threads_before = threading.active_count()
+    for index in range(200):
+        github.start_job(f"runner-{index}", 0.2)
+    assert threading.active_count() <= threads_before + 1
+    assert all(listener.wait_for("job_finished") for listener in listeners)
+    assert not any(runner["busy"] for runner in github.runners())
+
+
+# --- listing and pagination -------------------------------------------------------------------------------
+
+
+def test_pagination_walk_follows_github_link_headers(github):
+    for index in range(7):
+        register(github, "repos/octo/app", f"runner-{index}")
+    base = f"{github.api_url}/repos/octo/app/actions/runners?per_page=3"
+    expected_links = [
+        f'<{base}&page=2>; rel="next", <{base}&page=3>; rel="last"',
+        f'<{base}&page=1>; rel="prev", <{base}&page=3>; rel="next", <{base}&page=3>; rel="last", '
+        f'<{base}&page=1>; rel="first"',
+        f'<{base}&page=2>; rel="prev", <{base}&page=1>; rel="first"',
+    ]
+
+    seen_ids, links = [], []
+    response = call(github, "GET", "/repos/octo/app/actions/runners", params={"per_page": 3})
+    while True:
+        assert response.status_code == 200
+        assert_matches_contract(response)
+        assert response.json()["total_count"] == 7
+        seen_ids += [runner["id"] for runner in response.json()["runners"]]
+        links.append(response.headers["Link"])
+        if "next" not in response.links:
+            break
+        response = requests.get(
+            response.links["next"]["url"], headers={"Authorization": f"token {CREDENTIAL}"}, timeout=5
+        )
+    assert links == expected_links
+    assert seen_ids == list(range(1, 8))
+
+
+def test_list_defaults_to_30_caps_at_100_and_filters_by_exact_name(github):
+    token = registration_token(github, "orgs/octo")
+    for index in range(150):
+        register(github, "orgs/octo", f"runner-{index}", token=token)
+
+    default = call(github, "GET", "/orgs/octo/actions/runners")
+    assert (default.json()["total_count"], len(default.json()["runners"])) == (150, 30)
+    assert default.headers["Link"].endswith(f'<{github.api_url}/orgs/octo/actions/runners?page=5>; rel="last"')
+    capped = call(github, "GET", "/orgs/octo/actions/runners", params={"per_page": 500})
+    assert len(capped.json()["runners"]) == 100
+
+    named = call(github, "GET", "/orgs/octo/actions/runners", params={"name": "runner-1"})
+    assert_matches_contract(named)
+    assert [runner["name"] for runner in named.json()["runners"]] == ["runner-1"]
+    assert named.json()["total_count"] == 1
+    assert "Link" not in named.headers
+    nobody = call(github, "GET", "/orgs/octo/actions/runners", params={"name": "runner-"})
+    assert nobody.json() == {"total_count": 0, "runners": []}
+
+
+# --- authentication, faults and rate limits ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer ghp_wrong", "Basic Z2hwX3NpbXVsYXRvcg==", "ghp_simulator"])
+def test_requests_without_a_known_credential_get_401(github, authorization):
+    headers = {"Authorization": authorization} if authorization else {}
+    response = requests.get(f"{github.api_url}/repos/octo/app/actions/runners", headers=headers, timeout=5)
+    assert response.status_code == 401
+    assert response.json() == {
+        "message": "Bad credentials",
+        "documentation_url": "https://docs.github.com/rest",
+        "status": "401",
+    }
+    assert response.headers["x-ratelimit-limit"] == "60"
+    assert_matches_contract(response, described=False)
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "token"])
+def test_both_authorization_schemes_are_accepted(github, scheme):
+    headers = {"Authorization": f"{scheme} {CREDENTIAL}"}
+    response = requests.get(f"{github.api_url}/repos/octo/app/actions/runners", headers=headers, timeout=5)
+    assert response.status_code == 200
+
+
+def test_injected_server_errors_hit_only_matching_requests_then_stop(github):
+    github.fail_next(502, count=2, method="POST", path_regex="/registration-token$")
+    assert call(github, "GET", "/repos/octo/app/actions/runners").status_code == 200
+    assert call(github, "POST", "/repos/octo/app/actions/runners/remove-token").status_code == 201
+
+    for _ in range(2):
+        failed = call(github, "POST", "/repos/octo/app/actions/runners/registration-token")
+        assert failed.status_code == 502
+        assert failed.json() == {"message": "Server Error"}
+        assert failed.headers["x-ratelimit-used"] == "2"  # a failed request costs no budget
+        assert_matches_contract(failed, described=False)
+    assert call(github, "POST", "/repos/octo/app/actions/runners/registration-token").status_code == 201
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_secondary_rate_limit_fault_carries_retry_after(github, status):
+    github.fail_next(status, retry_after=7)
+    limited = call(github, "GET", "/orgs/octo/actions/runners")
+    assert limited.status_code == status
+    assert limited.headers["retry-after"] == "7"
+    body = limited.json()
+    assert body["message"].startswith(SECONDARY_LIMIT)
+    assert body["message"].endswith(f"include the request ID {limited.headers['x-github-request-id']}.")
+    assert body["documentation_url"] == (
+        "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+    )
+    assert int(limited.headers["x-ratelimit-remaining"]) > 0
+    assert_matches_contract(limited, described=False)
+    assert call(github, "GET", "/orgs/octo/actions/runners").status_code == 200
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_primary_rate_limit_fault_reports_exhaustion_and_reset(github, status):
+    github.fail_next(status, rate_limit_reset_in=120, method="DELETE")
+    limited = call(github, "DELETE", "/repos/octo/app/actions/runners/1")
+    assert limited.status_code == status
+    assert limited.json() == {
+        "message": "API rate limit exceeded for user ID 1.",
+        "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+        "#about-the-primary-rate-limit",
+    }
+    assert (limited.headers["x-ratelimit-remaining"], limited.headers["x-ratelimit-used"]) == ("0", "5000")
+    assert abs(int(limited.headers["x-ratelimit-reset"]) - (time.time() + 120)) <= 2
+    assert "retry-after" not in limited.headers
+    assert_matches_contract(limited, described=False)
+
+
+def test_primary_budget_is_per_credential_and_rate_limit_endpoint_is_free():
+    double = GitHubDouble(credentials=("ghp_first", "ghp_second"), rate_limit_per_hour=3).start()
+    try:
+        remaining = [
+            call(double, "GET", "/orgs/octo/actions/runners", credential="ghp_first").headers["x-ratelimit-remaining"]
+            for _ in range(3)
+        ]
+        assert remaining == ["2", "1", "0"]
+        exhausted = call(double, "GET", "/orgs/octo/actions/runners", credential="ghp_first")
+        assert exhausted.status_code == 403
+        assert exhausted.json()["message"] == "API rate limit exceeded for user ID 1."
+        assert exhausted.headers["x-ratelimit-remaining"] == "0"
+        assert int(exhausted.headers["x-ratelimit-reset"]) > time.time() + 3500
+        assert exhausted.headers["x-ratelimit-resource"] == "core"
+
+        second = call(double, "GET", "/orgs/octo/actions/runners", credential="ghp_second")
+        assert (second.status_code, second.headers["x-ratelimit-remaining"]) == (200, "2")
+
+        overview = call(double, "GET", "/rate_limit", credential="ghp_first")
+        assert overview.status_code == 200
+        assert_matches_contract(overview)
+        assert overview.json()["resources"]["core"]["remaining"] == 0
+        assert call(double, "GET", "/rate_limit", credential="ghp_first").json()["rate"]["used"] == 3
+    finally:
+        double.stop()
+
+
+def test_delay_next_lets_a_client_read_timeout_fire(github):
+    github.delay_next(0.6, path_regex="/actions/runners$")
+    started = time.monotonic()
+    assert call(github, "POST", "/orgs/octo/actions/runners/registration-token").status_code == 201
+    with pytest.raises(requests.ReadTimeout):
+        requests.get(
+            f"{github.api_url}/orgs/octo/actions/runners",
+            headers={"Authorization": f"Bearer {CREDENTIAL}"},
+            timeout=(1, 0.2),
+        )
+    assert call(github, "GET", "/orgs/octo/actions/runners").status_code == 200
+    assert time.monotonic() - started < 0.5
+
+
+# --- request log, control endpoints, routing and load -----------------------------------------------------
+
+
+def test_call_log_records_rest_requests_without_the_api_prefix(github):
+    started = time.monotonic()
+    call(github, "GET", "/repos/octo/app/actions/runners", params={"per_page": 5, "name": "x"})
+    call(github, "GET", "/repos/octo/app/actions/runners", credential="")
+    requests.get(f"{github.url}/_simulator/runners", timeout=5)
+
+    logged = github.calls(method="get", path_regex="/actions/runners$")
+    assert [(entry["path"], entry["query"], entry["status"]) for entry in logged] == [
+        ("/repos/octo/app/actions/runners", {"per_page": "5", "name": "x"}, 200),
+        ("/repos/octo/app/actions/runners", {}, 401),
+    ]
+    assert logged[0]["headers"]["Authorization"] == f"Bearer {CREDENTIAL}"
+    assert started <= logged[0]["at"] <= logged[1]["at"] <= time.monotonic()
+    assert github.calls(method="POST") == []
+    assert len(github.calls()) == 2
+
+
+def test_control_endpoints_drive_the_double_from_another_process(github):
+    _, listener = register(github, "repos/octo/app", "remote")
+    control = f"{github.url}/_simulator"
+
+    assert requests.post(f"{control}/jobs", json={"runner_name": "remote", "duration_seconds": 5}).status_code == 201
+    assert listener.events == ["job_started"]
+    busy = requests.post(f"{control}/jobs", json={"runner_name": "remote", "duration_seconds": 5})
+    assert busy.status_code == 409
+    assert requests.post(f"{control}/jobs", json={"duration_seconds": 5}).status_code == 400
+    runners = requests.get(f"{control}/runners").json()
+    assert [(runner["name"], runner["busy"], runner["scope"]) for runner in runners] == [
+        ("remote", True, "repos/octo/app")
+    ]
+
+    fault = {"status": 503, "count": 1, "method": "GET", "path_regex": "/actions/runners$", "retry_after": None}
+    assert requests.post(f"{control}/faults", json=fault).status_code == 201
+    assert call(github, "GET", "/repos/octo/app/actions/runners").status_code == 503
+    assert call(github, "GET", "/repos/octo/app/actions/runners").status_code == 200
+
+    logged = requests.get(f"{control}/calls").json()
+    assert [(entry["method"], entry["path"], entry["status"]) for entry in logged][-2:] == [
+        ("GET", "/repos/octo/app/actions/runners", 503),
+        ("GET", "/repos/octo/app/actions/runners", 200),
+    ]
+    assert all("headers" not in entry and not entry["path"].startswith("/_simulator") for entry in logged)
+
+
+def test_unknown_routes_and_methods_get_404(github):
+    for method, path in [
+        ("GET", "/repos/octo/app/actions/secrets"),
+        ("POST", "/repos/octo/app/actions/runners"),
+        ("PUT", "/orgs/octo/actions/runners/1"),
+        ("GET", "/orgs/octo/actions/runners/not-a-number"),
+    ]:
+        response = call(github, method, path)
+        assert response.status_code == 404, (method, path)
+        assert response.json()["message"] == "Not Found"
+        assert "x-ratelimit-remaining" in response.headers
+    outside_api = requests.get(f"{github.url}/repos/octo/app/actions/runners", timeout=5)
+    assert outside_api.status_code == 404
+
+
+def test_a_hundred_concurrent_clients_are_all_served(github):
+    token = registration_token(github, "enterprises/megacorp")
+    for index in range(300):
+        register(github, "enterprises/megacorp", f"runner-{index}", token=token)
+
+    def list_page(page: int) -> tuple[int, int, float]:
+        started = time.monotonic()
+        response = call(github, "GET", "/enterprises/megacorp/actions/runners", params={"per_page": 3, "page": page})
+        return response.status_code, response.json()["runners"][0]["id"], time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=100) as pool:
+        answers = list(pool.map(list_page, range(1, 101)))
+    assert [(status, first_id) for status, first_id, _ in answers] == [(200, 3 * page - 2) for page in range(1, 101)]
+    # A listen backlog too small for 100 clients shows up as connections retried after a 1 s SYN timeout.
+    assert max(seconds for _, _, seconds in answers) < 0.9
+
+
+@pytest.mark.parametrize(
+    ("path", "tamper"),
+    [
+        ("/repos/octo/app/actions/runners/1", lambda body: body | {"busy": "no"}),
+        ("/repos/octo/app/actions/runners/1", lambda body: {k: v for k, v in body.items() if k != "labels"}),
+        ("/repos/octo/app/actions/runners", lambda body: body | {"runners": [{"id": 1}]}),
+        ("/orgs/octo/actions/runners/registration-token", lambda body: body | {"expires_at": "in an hour"}),
+    ],
+)
+def test_contract_check_rejects_a_response_that_breaks_the_schema(github, path, tamper):
+    register(github, "repos/octo/app", "checked")
+    response = call(github, "POST" if path.endswith("token") else "GET", path)
+    assert_matches_contract(response)
+    response._content = json.dumps(tamper(response.json())).encode()
+    with pytest.raises(InvalidData):
+        assert_matches_contract(response)
+
+
+def test_start_once_and_stop_twice():
+    double = GitHubDouble().start()
+    with pytest.raises(RuntimeError):
+        double.start()
+    double.stop()
+    double.stop()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(double.api_url + "/rate_limit", timeout=1)

@@ -1,0 +1,138 @@
+"""The RemoveRunner-guarded teardown as plain code, driven with a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from pulumi_actions_runners.teardown import (
+    RunnerLocation,
+    RunnerStillBusy,
+    TeardownState,
+    TeardownTimeouts,
+    WaitTimedOut,
+    tear_down_runner,
+)
+
+from .fakes import FakeClock, FakeGitHub, FakePods
+
+TIMEOUTS = TeardownTimeouts(grace_period_seconds=30, unregister_timeout_seconds=600, pod_gone_timeout_seconds=90)
+
+
+def location(runner_id: int | None = 7, ephemeral: bool = True) -> RunnerLocation:
+    return RunnerLocation("ci", "runner-a", "runner-a-registration", "runner-a", runner_id, ephemeral)
+
+
+@pytest.fixture
+def world() -> tuple[FakeClock, FakeGitHub, FakePods, list[str]]:
+    clock, journal = FakeClock(), []
+    github, pods = FakeGitHub(clock, journal), FakePods(clock, journal)
+    pods.add("runner-a")
+    return clock, github, pods, journal
+
+
+def test_idle_runner_is_unregistered_then_given_its_grace_then_its_pod_is_deleted(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a")
+    start = clock.now
+
+    report = tear_down_runner(location(), github, pods, clock, TIMEOUTS)
+
+    assert journal[0] == "remove 7: 204"
+    assert journal[1] == f"delete pod runner-a at {start + 30:.1f}"
+    assert "runner-a" not in pods.pods
+    assert report.states == [
+        TeardownState.UNREGISTERING,
+        TeardownState.GRACE,
+        TeardownState.DELETING_POD,
+        TeardownState.DONE,
+    ]
+    assert report.grace_waited_seconds == 30
+
+
+def test_busy_runner_keeps_its_pod_until_removerunner_succeeds(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a", busy_for=45)
+    start = clock.now
+
+    report = tear_down_runner(location(), github, pods, clock, TIMEOUTS)
+
+    removals = [line for line in journal if line.startswith("remove")]
+    assert removals[:-1] == ["remove 7: 422"] * (len(removals) - 1) and removals[-1] == "remove 7: 204"
+    assert report.busy_answers == len(removals) - 1 >= 3
+    deletion = next(line for line in journal if line.startswith("delete pod"))
+    deleted_at = float(deletion.rsplit(" ", 1)[1])
+    assert deleted_at >= start + 45 + 30, "pod deleted before the job ended plus the grace period"
+    assert journal.index(deletion) > journal.index("remove 7: 204")
+
+
+def test_runner_busy_past_the_timeout_fails_and_leaves_the_pod_alone(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a", busy_for=10_000)
+    start = clock.now
+
+    with pytest.raises(RunnerStillBusy, match="still running a job after 600 s"):
+        tear_down_runner(location(), github, pods, clock, TIMEOUTS)
+
+    assert not any(line.startswith("delete") for line in journal)
+    assert pods.pods["runner-a"]["gone_at"] is None
+    assert 600 <= clock.now - start <= 600 + 1, "the busy wait must end at the timeout, not far after it"
+    assert max(clock.sleeps) <= 30
+
+
+def test_stale_id_in_state_falls_back_to_the_registration_under_that_name(world) -> None:
+    clock, github, pods, journal = world
+    github.add(12, "runner-a", busy_for=5)  # re-registered (config.sh --replace): id 7 no longer exists
+
+    tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+
+    assert journal[:3] == ["remove 7: 404", "find runner-a", "remove 12: 422"]
+    assert "remove 12: 204" in journal
+
+
+def test_finished_pod_with_no_registration_is_deleted_without_a_grace_wait(world) -> None:
+    clock, github, pods, journal = world
+    pods.pods["runner-a"]["phase"] = "Succeeded"
+
+    report = tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+
+    assert journal[:2] == ["remove 7: 404", "find runner-a"]
+    assert report.grace_waited_seconds == 0
+    assert "runner-a" not in pods.pods
+
+
+def test_a_rerun_after_a_crash_finishes_the_job(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a")
+    # A first run got RemoveRunner's 204 and then crashed during the grace period: the pod still runs.
+    github.remove_runner(7)
+    journal.clear()
+
+    report = tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+
+    assert journal[:2] == ["remove 7: 404", "find runner-a"]
+    assert report.grace_waited_seconds == 30
+    assert "runner-a" not in pods.pods and "delete secret runner-a-registration" in journal
+    # A further re-run, with everything already gone, succeeds and does nothing more.
+    journal.clear()
+    tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+    assert [line for line in journal if line.startswith("delete pod")] == [f"delete pod runner-a at {clock.now:.1f}"]
+
+
+def test_pod_that_never_goes_away_fails_with_what_was_awaited(world) -> None:
+    clock, github, pods, _ = world
+    pods.terminating_for = 10_000
+
+    with pytest.raises(WaitTimedOut, match=r"pod ci/runner-a is still terminating after 90 s"):
+        tear_down_runner(location(runner_id=None), github, pods, clock, TIMEOUTS)
+
+
+def test_persistent_runner_registration_left_behind_is_swept(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a")
+    github.add(8, "runner-a")  # it restarted and registered again during the grace period
+
+    report = tear_down_runner(location(runner_id=7, ephemeral=False), github, pods, clock, TIMEOUTS)
+
+    assert TeardownState.SWEEPING in report.states
+    assert journal[-1] == "remove 8: 204"
+    assert github.runners == {}
