@@ -16,6 +16,7 @@ import pathlib
 import re
 import threading
 import time
+from datetime import datetime
 
 import pytest
 import requests
@@ -56,7 +57,9 @@ def assert_matches_contract(response: requests.Response, *, described: bool = Tr
         sent.method, "https://api.github.com" + path_and_query, headers=dict(sent.headers), data=sent.body
     ).prepare()
     check = functools.partial(
-        openapi.validate_response, RequestsOpenAPIRequest(as_sent_to_github), RequestsOpenAPIResponse(response)
+        openapi.validate_response,
+        RequestsOpenAPIRequest(as_sent_to_github),
+        RequestsOpenAPIResponse(response),
     )
     if described:
         check()
@@ -160,7 +163,7 @@ def test_registration_and_remove_tokens_are_fresh_and_match_the_contract(github,
         body = response.json()
         assert re.fullmatch(r"[A-Z0-9]{29}", body["token"])
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", body["expires_at"])
-        expires = time.mktime(time.strptime(body["expires_at"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        expires = datetime.fromisoformat(body["expires_at"]).timestamp()
         assert before + 3600 - 2 <= expires <= time.time() + 3600 + 2
         tokens.add(body["token"])
     assert len(tokens) == 3
@@ -237,15 +240,16 @@ def test_expired_registration_token_is_refused():
     ],
 )
 def test_registration_needs_a_registration_token_of_the_same_scope(github, url_suffix, token_kind, problem):
+    remove_token = call(github, "POST", "/repos/octo/app/actions/runners/remove-token").json()["token"]
     tokens = {
-        "repo": lambda: registration_token(github, "repos/octo/app"),
-        "unknown": lambda: "A" * 29,
-        "remove": lambda: call(github, "POST", "/repos/octo/app/actions/runners/remove-token").json()["token"],
+        "repo": registration_token(github, "repos/octo/app"),
+        "unknown": "A" * 29,
+        "remove": remove_token,
     }
     with pytest.raises(RegistrationRefused, match=problem):
         github.register_runner(
             github_url=github.url + url_suffix,
-            token=tokens[token_kind](),
+            token=tokens[token_kind],
             name="r",
             labels=(),
             ephemeral=False,
@@ -414,7 +418,7 @@ def test_list_defaults_to_30_caps_at_100_and_filters_by_exact_name(github):
 # --- authentication, faults and rate limits ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer ghp_wrong", "Basic Z2hwX3NpbXVsYXRvcg==", "ghp_simulator"])
+@pytest.mark.parametrize("authorization", [None, "Bearer ghp_wrong", "Basic ghp_simulator", "ghp_simulator"])
 def test_requests_without_a_known_credential_get_401(github, authorization):
     headers = {"Authorization": authorization} if authorization else {}
     response = requests.get(f"{github.api_url}/repos/octo/app/actions/runners", headers=headers, timeout=5)
@@ -424,7 +428,7 @@ def test_requests_without_a_known_credential_get_401(github, authorization):
         "documentation_url": "https://docs.github.com/rest",
         "status": "401",
     }
-    assert response.headers["x-ratelimit-limit"] == "60"
+    assert (response.headers["x-ratelimit-limit"], response.headers["x-ratelimit-used"]) == ("60", "1")
     assert_matches_contract(response, described=False)
 
 
@@ -437,7 +441,7 @@ def test_both_authorization_schemes_are_accepted(github, scheme):
 
 def test_injected_server_errors_hit_only_matching_requests_then_stop(github):
     github.fail_next(502, count=2, method="POST", path_regex="/registration-token$")
-    assert call(github, "GET", "/repos/octo/app/actions/runners").status_code == 200
+    assert call(github, "GET", "/repos/octo/app/actions/runners/registration-token").status_code == 404
     assert call(github, "POST", "/repos/octo/app/actions/runners/remove-token").status_code == 201
 
     for _ in range(2):
@@ -447,6 +451,8 @@ def test_injected_server_errors_hit_only_matching_requests_then_stop(github):
         assert failed.headers["x-ratelimit-used"] == "2"  # a failed request costs no budget
         assert_matches_contract(failed, described=False)
     assert call(github, "POST", "/repos/octo/app/actions/runners/registration-token").status_code == 201
+    with pytest.raises(ValueError):
+        github.fail_next(500, count=0)
 
 
 @pytest.mark.parametrize("status", [403, 429])
@@ -521,6 +527,8 @@ def test_delay_next_lets_a_client_read_timeout_fire(github):
         )
     assert call(github, "GET", "/orgs/octo/actions/runners").status_code == 200
     assert time.monotonic() - started < 0.5
+    held, served = github.calls(method="GET")
+    assert (held["status"], served["status"]) == (None, 200)  # the held request is still being answered
 
 
 # --- request log, control endpoints, routing and load -----------------------------------------------------
@@ -557,7 +565,13 @@ def test_control_endpoints_drive_the_double_from_another_process(github):
         ("remote", True, "repos/octo/app")
     ]
 
-    fault = {"status": 503, "count": 1, "method": "GET", "path_regex": "/actions/runners$", "retry_after": None}
+    fault = {
+        "status": 503,
+        "count": 1,
+        "method": "GET",
+        "path_regex": "/actions/runners$",
+        "retry_after": None,
+    }
     assert requests.post(f"{control}/faults", json=fault).status_code == 201
     assert call(github, "GET", "/repos/octo/app/actions/runners").status_code == 503
     assert call(github, "GET", "/repos/octo/app/actions/runners").status_code == 200
@@ -620,11 +634,16 @@ def test_contract_check_rejects_a_response_that_breaks_the_schema(github, path, 
         assert_matches_contract(response)
 
 
-def test_start_once_and_stop_twice():
+def test_start_once_and_stop_twice_even_for_pooled_connections():
     double = GitHubDouble().start()
     with pytest.raises(RuntimeError):
         double.start()
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {CREDENTIAL}"
+    assert session.get(double.api_url + "/rate_limit", timeout=1).status_code == 200
     double.stop()
     double.stop()
+    with pytest.raises(requests.ConnectionError):
+        session.get(double.api_url + "/rate_limit", timeout=1)
     with pytest.raises(requests.ConnectionError):
         requests.get(double.api_url + "/rate_limit", timeout=1)

@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 import kubernetes
 import pytest
 import urllib3
-from actions_runners_simulator.kube_double import KubeDouble, PodProcess
 from kubernetes.client import CoreV1Api, V1Pod
 from kubernetes.client.exceptions import ApiException
+
+from actions_runners_simulator.kube_double import KubeDouble, PodProcess
 
 T = TypeVar("T")
 

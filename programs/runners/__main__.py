@@ -1,11 +1,11 @@
 """A namespace of self-hosted runners sharing one registration token, configured with `pulumi config`.
 
-    pulumi config set githubUrl https://github.com/OWNER/REPO
-    pulumi config set --secret githubToken ghp_...        # or GITHUB_TOKEN in the environment
-    pulumi config set runners 3                          # optional
-    pulumi config set kubeconfig ~/.kube/config          # optional: else KUBECONFIG / in-cluster
-    pulumi config set createNamespace false              # optional: the namespace already exists
-    pulumi config set tokenRefreshBeforeSeconds 1800     # optional: renew the token when it expires sooner
+pulumi config set githubUrl https://github.com/OWNER/REPO
+pulumi config set --secret githubToken ghp_...        # or GITHUB_TOKEN in the environment
+pulumi config set runners 3                          # optional
+pulumi config set kubeconfig ~/.kube/config          # optional: else KUBECONFIG / in-cluster
+pulumi config set createNamespace false              # optional: the namespace already exists
+pulumi config set tokenRefreshBeforeSeconds 1800     # optional: renew the token when it expires sooner
 """
 
 import pulumi

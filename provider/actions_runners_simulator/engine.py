@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pulumi
+import yaml
 from google.protobuf import json_format, struct_pb2
 from pulumi.output import Unknown
 from pulumi.runtime import rpc
@@ -141,7 +142,7 @@ class Step:
 
     @property
     def type(self) -> str:
-        return self.urn.split("::")[-2]
+        return self.urn.split("::")[-2].rsplit("$", 1)[-1]
 
 
 @dataclass
@@ -251,7 +252,7 @@ class MiniEngine:
         return run.steps
 
     def _execute(self, program: Program | None) -> None:
-        target = program if program is not None else self._program_dir
+        target = program if program is not None else _main_program(self._program_dir)
         if isinstance(target, Path):
             runpy.run_path(str(target / "__main__.py"), run_name="__main__")
         else:
@@ -363,6 +364,16 @@ class _EngineMonitor(MockMonitor):
             self._run, urn, request.type, request.object, list(request.additionalSecretOutputs)
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=_struct(outputs))
+
+
+def _main_program(project_dir: Path) -> Path:
+    """The program directory, from ``main:`` in Pulumi.yaml as the CLI reads it."""
+    project_file = project_dir / "Pulumi.yaml"
+    if project_file.exists():
+        main = (yaml.safe_load(project_file.read_text()) or {}).get("main")
+        if main:
+            return project_dir / main
+    return project_dir
 
 
 def _plain(raw: struct_pb2.Struct) -> tuple[dict[str, Any], frozenset[str]]:

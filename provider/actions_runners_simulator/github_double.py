@@ -62,7 +62,7 @@ class RunnerListener(Protocol):
 
 
 class RegistrationRefused(Exception):
-    """What makes config.sh fail: the token is unknown, expired or issued for another scope."""
+    """What makes config.sh fail: a token unknown, expired or for another scope, or a --url not served here."""
 
 
 def _notify(callbacks: Iterable[Callable[[], None]]) -> None:
@@ -130,7 +130,13 @@ class _RunnerRegistry:
         return issued
 
     def register(
-        self, scope: str, token: str, name: str, labels: Sequence[str], ephemeral: bool, listener: RunnerListener
+        self,
+        scope: str,
+        token: str,
+        name: str,
+        labels: Sequence[str],
+        ephemeral: bool,
+        listener: RunnerListener,
     ) -> int:
         with self._lock:
             self._check_token(scope, token)
@@ -224,7 +230,7 @@ class _RunnerRegistry:
             runner = self._runners.get(runner_id)
             return runner.as_json() if runner is not None and runner.scope == scope else None
 
-    def list(self, scope: str | None, name: str | None = None, *, with_scope: bool = False) -> list[JsonObject]:
+    def select(self, scope: str | None, name: str | None = None, *, with_scope: bool = False) -> list[JsonObject]:
         """Runners in id order, the order GitHub pages them in; without a scope, of every scope."""
         with self._lock:
             return [
@@ -285,17 +291,25 @@ class _RateBudget:
     used: int = 0
     reset_at: int = 0  # epoch seconds at which the window ends
 
+    def _roll_window(self) -> None:
+        if time.time() >= self.reset_at:
+            self.used, self.reset_at = 0, int(time.time()) + 3600
+
     def try_spend(self) -> bool:
-        self.as_json()  # rolls the window over
+        self._roll_window()
         if self.used >= self.limit:
             return False
         self.used += 1
         return True
 
     def as_json(self) -> JsonObject:
-        if time.time() >= self.reset_at:
-            self.used, self.reset_at = 0, int(time.time()) + 3600
-        return {"limit": self.limit, "remaining": self.limit - self.used, "reset": self.reset_at, "used": self.used}
+        self._roll_window()
+        return {
+            "limit": self.limit,
+            "remaining": self.limit - self.used,
+            "reset": self.reset_at,
+            "used": self.used,
+        }
 
     def headers(self) -> dict[str, str]:
         return {f"x-ratelimit-{key}": str(value) for key, value in self.as_json().items()} | {
@@ -349,6 +363,8 @@ class _TrafficPolicy:
             ]
 
     def inject(self, injection: _Injection) -> None:
+        if injection.remaining < 1:
+            raise ValueError(f"count must be at least 1, not {injection.remaining}")
         with self._lock:
             (self._delays if injection.seconds else self._faults).append(injection)
 
@@ -357,7 +373,7 @@ class _TrafficPolicy:
             delay = _take(self._delays, method, path)
         return delay.seconds if delay else 0.0
 
-    def gate(self, method: str, path: str, credential: str, request_id: str) -> tuple[_Reply | None, dict]:
+    def gate(self, method: str, path: str, credential: str, request_id: str) -> tuple[_Reply | None, dict[str, str]]:
         """Refuse the request (401, injected fault, spent budget) or let it through, and give the rate-limit
         headers its answer carries. Faults are taken before spending: a failed request costs nothing."""
         with self._lock:
@@ -414,6 +430,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, double: GitHubDouble) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.double = double
+        self.stopped = False
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -422,6 +439,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def do_GET(self) -> None:
+        if self.server.stopped:
+            # A client's pooled connection outlived the server: hang up, as a dead server would.
+            self.close_connection = True
+            return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         reply = self.server.double._answer(self.command, self.path, self.headers, body)
         self.send_response(reply.status)
@@ -485,6 +506,7 @@ class GitHubDouble:
         """Stop serving and ending jobs; calling it again does nothing."""
         server, self._server = self._server, None
         if server is not None:
+            server.stopped = True
             server.shutdown()
             server.server_close()
             self._registry.close()
@@ -527,7 +549,7 @@ class GitHubDouble:
 
     def runners(self, scope: str | None = None) -> list[JsonObject]:
         """Registrations (of one scope, if given) as GitHub lists them, plus their "scope"."""
-        return self._registry.list(scope, with_scope=True)
+        return self._registry.select(scope, with_scope=True)
 
     def calls(self, method: str | None = None, path_regex: str | None = None) -> list[JsonObject]:
         """REST requests so far, oldest first; ``path_regex`` is searched in the path without /api/v3."""
@@ -616,7 +638,7 @@ class GitHubDouble:
         parameters = dict(parse_qsl(query))
         per_page = min(_positive_int(parameters.get("per_page"), 30), 100)
         page = _positive_int(parameters.get("page"), 1)
-        runners = self._registry.list(scope, parameters.get("name"))
+        runners = self._registry.select(scope, parameters.get("name"))
         first = (page - 1) * per_page
         reply = _Reply(200, {"total_count": len(runners), "runners": runners[first : first + per_page]})
         last_page = max(1, -(-len(runners) // per_page))

@@ -77,7 +77,7 @@ class GitHubClient:
             backoff_factor=0.5,
             status_forcelist=(500, 502, 503, 504),
             allowed_methods=None,  # every call here is safe to repeat (a second token, a second DELETE)
-            respect_retry_after_header=True,
+            respect_retry_after_header=False,  # rate limits and their retry-after are waited out below, bounded
             raise_on_status=False,
         )
         self._session = requests.Session()

@@ -27,7 +27,7 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
         backoff_factor=0.5,
         status_forcelist=(429, 500, 502, 503, 504),
         allowed_methods=None,  # create/delete here are idempotent or checked for 409/404
-        respect_retry_after_header=True,
+        respect_retry_after_header=False,  # a Retry-After would be an unbounded wait; backoff is bounded
         raise_on_status=False,
     )
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG)

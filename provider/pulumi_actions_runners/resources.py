@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 
+import pulumi
 from pulumi import Input, Output, ResourceOptions
 from pulumi.dynamic import Resource
 
@@ -17,6 +20,17 @@ RESOURCE_MODULE = "actions-runners"
 def _secret(value: Input[str] | None) -> Output[str] | None:
     """Mark a credential secret even when the program passed a plain string."""
     return None if value is None else Output.secret(value)
+
+
+def default_runner_name(resource_name: str) -> str:
+    """The resource name made DNS-safe, plus a suffix fixed by project and stack.
+
+    Deterministic rather than random, so that a runner dropped from state by a refresh comes back under the same
+    name, and its finished pod and Secret are taken over instead of left behind.
+    """
+    prefix = re.sub(r"[^a-z0-9-]+", "-", resource_name.lower()).strip("-")[:54] or "runner"
+    suffix = hashlib.sha256(f"{pulumi.get_project()}/{pulumi.get_stack()}/{resource_name}".encode()).hexdigest()
+    return f"{prefix}-{suffix[:8]}"
 
 
 def _with_secret_outputs(opts: ResourceOptions | None, names: list[str]) -> ResourceOptions:
@@ -90,8 +104,7 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
             "github_url": github_url,
             "namespace": namespace,
             "registration_token": _secret(registration_token),
-            "runner_name": runner_name,
-            "name_prefix": resource_name,
+            "runner_name": default_runner_name(resource_name) if runner_name is None else runner_name,
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -60,10 +58,8 @@ class RunnerProvider(ResourceProvider):
     def configure(self, _req: Any) -> None:
         log_to_stderr()
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs = dict(news)
-        if inputs.get("runner_name") is None:
-            inputs["runner_name"] = _auto_name(inputs.get("name_prefix"), olds.get("runner_name"))
         labels = inputs.get("labels")
         if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
             inputs["labels"] = _normalized_labels(labels)
@@ -122,9 +118,21 @@ class RunnerProvider(ResourceProvider):
             pod = kube.read_pod(props["namespace"], props["pod_name"])
             if pod is None or pod_finished(pod):
                 return ReadResult("", {})
-            runner = github.find_runner(props["runner_name"])
-        outs = {**props, "runner_id": runner["id"] if runner else None}
+            runner = _registration(github, props)
+        outs = {
+            **props,
+            "runner_id": runner["id"] if runner else None,
+            "runner_status": runner["status"] if runner else None,
+            "runner_busy": runner["busy"] if runner else None,
+            "pod_phase": pod.status.phase if pod.status else None,
+        }
         return ReadResult(id_, outs)
+
+
+def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any] | None:
+    """The runner's registration: by the id in state (one call), else by name (it may have registered again)."""
+    runner = github.get_runner(int(props["runner_id"])) if props.get("runner_id") is not None else None
+    return runner if runner is not None else github.find_runner(props["runner_name"])
 
 
 def _spec(props: dict[str, Any], hash_of_token: str) -> RunnerSpec:
@@ -157,14 +165,6 @@ def _clients(props: dict[str, Any]) -> Iterator[tuple[GitHubClient, KubeClient]]
     credential = github_credential(props.get("github_token"))
     with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
         yield github, kube
-
-
-def _auto_name(resource_name: Any, previous: Any) -> str:
-    """Pulumi-style auto-name: the resource name made DNS-safe plus a random suffix, kept across updates."""
-    prefix = re.sub(r"[^a-z0-9-]+", "-", str(resource_name or "runner").lower()).strip("-")[:54] or "runner"
-    if isinstance(previous, str) and re.fullmatch(rf"{re.escape(prefix)}-[0-9a-f]{{8}}", previous):
-        return previous
-    return f"{prefix}-{secrets.token_hex(4)}"
 
 
 def _normalized_labels(labels: list[Any] | tuple[Any, ...]) -> list[Any]:

@@ -1,0 +1,144 @@
+"""The GitHub client against the GitHub double over HTTP: headers, pagination, retries and rate limits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from actions_runners_simulator.github_double import GitHubDouble
+from pulumi_actions_runners.github_client import GitHubClient, GitHubError, GitHubRateLimited, RemoveOutcome
+from pulumi_actions_runners.github_url import parse_github_url
+
+CREDENTIAL = "ghp_test"
+
+
+class _Listener:
+    def job_started(self) -> None: ...
+    def job_finished(self) -> None: ...
+    def removed(self) -> None: ...
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubDouble]:
+    double = GitHubDouble(credentials=(CREDENTIAL,)).start()
+    yield double
+    double.stop()
+
+
+def client(github: GitHubDouble, **kwargs) -> GitHubClient:
+    sleeps = kwargs.pop("sleeps", None)
+    if sleeps is not None:
+        kwargs["sleep"] = sleeps.append
+    return GitHubClient(parse_github_url(f"{github.url}/octo-org/ci"), kwargs.pop("credential", CREDENTIAL), **kwargs)
+
+
+def register(github: GitHubDouble, token: str, name: str) -> int:
+    return github.register_runner(
+        github_url=f"{github.url}/octo-org/ci", token=token, name=name, labels=[], ephemeral=False, listener=_Listener()
+    )
+
+
+def test_requests_carry_the_headers_github_documents(github) -> None:
+    with client(github) as gh:
+        gh.create_registration_token()
+    headers = {k.lower(): v for k, v in github.calls()[0]["headers"].items()}
+    assert headers["accept"] == "application/vnd.github+json"
+    assert headers["x-github-api-version"] == "2022-11-28"
+    assert headers["authorization"] == f"Bearer {CREDENTIAL}"
+    assert headers["user-agent"].startswith("pulumi-actions-runners")
+
+
+def test_listing_follows_link_headers_across_pages(github) -> None:
+    with client(github) as gh:
+        token = gh.create_registration_token().token
+        for index in range(250):
+            register(github, token, f"runner-{index:03d}")
+        names = [r["name"] for r in gh.list_runners()]
+        found = gh.find_runner("runner-117")
+
+    assert names == [f"runner-{index:03d}" for index in range(250)]
+    pages = github.calls("GET", r"/actions/runners$")
+    assert len(pages) == 3 + 1, "three pages of 100, then one call filtered by name"
+    assert pages[-1]["query"]["name"] == "runner-117"
+    assert found is not None and found["name"] == "runner-117"
+
+
+def test_remove_runner_tells_removed_busy_and_gone_apart(github) -> None:
+    with client(github) as gh:
+        token = gh.create_registration_token().token
+        idle, busy = register(github, token, "idle"), register(github, token, "busy")
+        github.start_job("busy", 30)
+
+        assert gh.remove_runner(idle) is RemoveOutcome.REMOVED
+        assert gh.remove_runner(idle) is RemoveOutcome.NOT_FOUND
+        assert gh.remove_runner(busy) is RemoveOutcome.BUSY
+        assert gh.get_runner(busy)["busy"] is True
+        assert gh.get_runner(idle) is None
+
+
+def test_server_errors_are_retried_with_backoff(github) -> None:
+    github.fail_next(503, count=2)
+    with client(github) as gh:
+        grant = gh.create_registration_token()
+    assert grant.token
+    assert [c["status"] for c in github.calls()] == [503, 503, 201]
+
+
+def test_server_errors_that_persist_end_in_an_error_naming_the_call(github) -> None:
+    github.fail_next(500, count=10)
+    with client(github, retries=2) as gh, pytest.raises(GitHubError, match=r"POST .*registration-token answered 500"):
+        gh.create_registration_token()
+    assert len(github.calls()) == 3
+
+
+def test_a_read_timeout_is_retried(github) -> None:
+    github.delay_next(1.0)
+    with client(github, timeout=0.3) as gh:
+        assert gh.create_registration_token().token
+    assert len(github.calls()) == 2
+
+
+def test_retry_after_is_honoured_for_403_and_429(github) -> None:
+    github.fail_next(429, retry_after=7)
+    github.fail_next(403, retry_after=3)
+    sleeps: list[float] = []
+    with client(github, sleeps=sleeps) as gh:
+        gh.create_registration_token()
+    assert sleeps == [7.0, 3.0]
+
+
+def test_an_exhausted_primary_budget_waits_until_its_reset(github) -> None:
+    github.fail_next(403, rate_limit_reset_in=20)
+    sleeps: list[float] = []
+    with client(github, sleeps=sleeps) as gh:
+        gh.create_registration_token()
+    assert len(sleeps) == 1 and 19 <= sleeps[0] <= 22
+
+
+def test_a_secondary_limit_without_retry_after_waits_a_minute_then_longer(github) -> None:
+    github.fail_next(403, count=2)
+    sleeps: list[float] = []
+    with client(github, sleeps=sleeps) as gh:
+        gh.create_registration_token()
+    assert sleeps == [60.0, 120.0]
+
+
+def test_a_rate_limit_longer_than_the_wait_budget_fails_and_says_so(github) -> None:
+    github.fail_next(429, retry_after=600)
+    sleeps: list[float] = []
+    with (
+        client(github, sleeps=sleeps, max_rate_limit_wait=60) as gh,
+        pytest.raises(GitHubRateLimited, match=r"retry-after.*600 s more would pass the 60 s"),
+    ):
+        gh.create_registration_token()
+    assert sleeps == []
+
+
+def test_bad_credentials_fail_at_once(github) -> None:
+    started = time.monotonic()
+    with client(github, credential="ghp_wrong") as gh, pytest.raises(GitHubError, match="401: Bad credentials"):
+        gh.create_registration_token()
+    assert time.monotonic() - started < 2
+    assert len(github.calls()) == 1
