@@ -58,11 +58,10 @@ def run(project_dir: Path = PROJECT_DIR, runners: int = 3) -> int:
             started = time.monotonic()
             show("pulumi up — safe replacement", engine.up())
             elapsed = time.monotonic() - started
+            job, grace = JOB_SECONDS, GRACE_SECONDS
             answers = [c["status"] for c in sim.github.calls("DELETE")]
             print(f"\n    RemoveRunner answered 422 (busy) {answers.count(422)} times, then 204/404 for each runner")
-            print(
-                f"    update took {elapsed:.1f} s: the busy job ({JOB_SECONDS:.0f} s), then grace ({GRACE_SECONDS:.0f} s)"
-            )
+            print(f"    update took {elapsed:.1f} s: the busy job ({job:.0f} s), then the grace period ({grace:.0f} s)")
             print(f"    jobs killed: {len(sim.runners.jobs_killed)}")
             for runner in sim.github.runners():
                 print(f"    GitHub lists {runner['name']} (id {runner['id']}): {runner['status']}")
