@@ -62,7 +62,7 @@ class RunnerListener(Protocol):
 
 
 class RegistrationRefused(Exception):
-    """What makes config.sh fail: a token unknown, expired or for another scope, or a --url not served here."""
+    """What makes config.sh fail: a token unknown, expired or for another scope, or a --url served elsewhere."""
 
 
 def _notify(callbacks: Iterable[Callable[[], None]]) -> None:
