@@ -24,6 +24,11 @@ def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 
 
+def differs(old: Any, new: Any) -> bool:
+    """For Diff: an input that is not known yet may differ, so it counts as changed."""
+    return is_unknown(new) or old != new
+
+
 def github_url(value: Any) -> str | None:
     try:
         parse_github_url(value)

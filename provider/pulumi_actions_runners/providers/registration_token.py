@@ -40,11 +40,11 @@ class RegistrationTokenProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Replace only when the token nears expiry (or its scope changes): no churn on an ordinary up."""
-        replaces = ["github_url"] if _differs(olds.get("github_url"), news.get("github_url")) else []
+        replaces = ["github_url"] if validation.differs(olds.get("github_url"), news.get("github_url")) else []
         refresh_before = news.get("refresh_before_seconds")
         if validation.is_unknown(refresh_before) or _expires_within(olds["expires_at"], refresh_before):
             replaces.append("expires_at")
-        changes = bool(replaces) or any(_differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
+        changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -80,7 +80,3 @@ def _settings(props: dict[str, Any]) -> dict[str, Any]:
         "github_token": props.get("github_token"),
         "refresh_before_seconds": props["refresh_before_seconds"],
     }
-
-
-def _differs(old: Any, new: Any) -> bool:
-    return validation.is_unknown(new) or old != new

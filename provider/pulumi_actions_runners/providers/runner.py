@@ -67,11 +67,11 @@ class RunnerProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call: the token's hash decides, so a preview shows every runner a new token recreates."""
-        replaces = [k for k in REPLACE_ON if _differs(olds.get(k), news.get(k))]
+        replaces = [k for k in REPLACE_ON if validation.differs(olds.get(k), news.get(k))]
         token = news.get("registration_token")
         if validation.is_unknown(token) or token_hash(token) != olds.get("token_hash"):
             replaces.insert(0, "token_hash")
-        changes = bool(replaces) or any(_differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
+        changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -172,7 +172,3 @@ def _normalized_labels(labels: list[Any] | tuple[Any, ...]) -> list[Any]:
     if any(validation.is_unknown(label) for label in labels):
         return list(labels)
     return sorted(set(labels))
-
-
-def _differs(old: Any, new: Any) -> bool:
-    return validation.is_unknown(new) or old != new
