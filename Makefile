@@ -1,7 +1,9 @@
-# `make demo` and `make test` are the two commands of the README; both set up .venv first.
+# `make demo` and `make test` are the two commands of the README; both set up .venv and the pulumi CLI first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The pulumi CLI and its Python host: found on PATH, or built once from Go modules into a cache (tools/pulumi).
+CLI := tools/pulumi/build.sh
 
 .PHONY: setup demo test lint bench clean
 
@@ -13,14 +15,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt provid
 	touch $@
 
 demo: setup
-	$(BIN)/python -m actions_runners_simulator demo
+	$(BIN)/python -m actions_runners_simulator demo  # builds or finds the CLI itself
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	cd tools/pulumi && gofmt -l . | (! grep .) && go vet ./language-python
 
 test: lint
-	$(BIN)/python -m pytest
+	cli=$$($(CLI)) && PULUMI_CLI_DIR="$$cli" $(BIN)/python -m pytest
 
 bench: setup
 	$(BIN)/python bench/replace.py

@@ -100,9 +100,11 @@ OLD = {
 
 
 def _diff(**changes: object):
+    """Check then Diff, as the engine calls them."""
     news = {**OLD, "registration_token": "TOKEN1", **changes}
     news.pop("token_hash", None)
-    return RunnerProvider().diff("ci/runner-0", OLD, news)
+    checked = RunnerProvider().check({}, news).inputs
+    return RunnerProvider().diff("ci/runner-0", OLD, checked)
 
 
 def test_diff_same_token_same_spec_is_no_change() -> None:
@@ -134,3 +136,10 @@ def test_check_sorts_labels_so_reordering_them_recreates_nothing() -> None:
     checked = RunnerProvider().check({}, {**OLD, "registration_token": "T", "labels": ["linux", "gpu", "gpu"]})
     assert checked.failures == []
     assert checked.inputs["labels"] == ["gpu", "linux"]
+
+
+def test_check_records_the_token_hash_as_an_input_unknown_while_the_token_is() -> None:
+    known = RunnerProvider().check({}, {**OLD, "registration_token": "TOKEN2"}).inputs
+    unknown = RunnerProvider().check({}, {**OLD, "registration_token": Unknown()}).inputs
+    assert known["token_hash"] == token_hash("TOKEN2")
+    assert isinstance(unknown["token_hash"], Unknown)

@@ -31,13 +31,14 @@ def serve(token_lifetime: float) -> int:
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
+        print(json.dumps({"jobs_killed": sim.runners.jobs_killed}), flush=True)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="actions-runners-simulator", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    tour = commands.add_parser("demo", help="create runners, preview a token rotation, replace them safely")
+    tour = commands.add_parser("demo", help="with the pulumi CLI: create runners, preview a rotation, replace safely")
     tour.add_argument("--runners", type=int, default=3)
     server = commands.add_parser("serve", help="run the GitHub and Kubernetes doubles until interrupted")
     server.add_argument("--token-lifetime", type=float, default=3600.0)

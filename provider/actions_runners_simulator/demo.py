@@ -1,72 +1,90 @@
-"""The guided tour: runners created, a token rotation previewed as pending recreations, then a safe replace
-while one runner is busy — all on the local simulator, through the SDK's dynamic-provider server."""
+"""The guided tour on the real pulumi CLI: runners created, a token rotation previewed as pending recreations,
+then a safe replacement while one runner is busy. The simulator runs as its own local process."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-from .engine import MiniEngine, Step
-from .simulator import Simulator
+import requests
+
+from .workspace import PulumiWorkspace
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-SYMBOLS = {"create": "+ ", "replace": "+-", "update": "~ ", "delete": "- ", "same": "  ", "refresh": "  "}
-JOB_SECONDS = 6.0
+BUILD_CLI = PROJECT_DIR / "tools" / "pulumi" / "build.sh"
+JOB_SECONDS = 12.0  # longer than the preview `pulumi up` runs first
 GRACE_SECONDS = 2.0
-TOKEN_LIFETIME_SECONDS = 2400.0  # GitHub's tokens live an hour; these 40 minutes let the tour skip the wait
+TOKEN_LIFETIME_SECONDS = 2400.0  # GitHub's tokens live an hour; 40 minutes let the tour skip the wait
 
 
-def show(title: str, steps: Iterable[Step]) -> None:
-    print(f"\n{title}")
-    for step in sorted(steps, key=lambda s: (s.type, s.name)):
-        reason = f"  [diff: ~{', ~'.join(step.reasons)}]" if step.reasons else ""
-        kind = step.type.removeprefix("pulumi-python:")
-        print(f"  {SYMBOLS.get(step.op, '  ')} {kind:42} {step.name:14} {step.op}{reason}")
+def banner(text: str) -> None:
+    print(f"\n\033[1m$ {text}\033[0m", flush=True)
 
 
-def run(project_dir: Path = PROJECT_DIR, runners: int = 3) -> int:
-    with Simulator(token_lifetime=TOKEN_LIFETIME_SECONDS) as sim:
-        print(f"Simulator: GitHub at {sim.github.url}, Kubernetes at {sim.kube.url}")
-        config = {
-            "githubUrl": sim.repo_url,
-            "kubeconfig": str(sim.kubeconfig),
-            "createNamespace": "false",  # the simulator's cluster already has it; pulumi_kubernetes needs a plugin
+def run(runners: int = 3) -> int:
+    # build.sh prints the CLI's folder; its progress (a first, cold build takes minutes) goes to our stderr.
+    cli_dir = Path(subprocess.run([str(BUILD_CLI)], check=True, stdout=subprocess.PIPE, text=True).stdout.strip())
+    simulator = subprocess.Popen(
+        [sys.executable, "-m", "actions_runners_simulator", "serve", "--token-lifetime", str(TOKEN_LIFETIME_SECONDS)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sim: dict[str, Any] = json.loads(simulator.stdout.readline())  # type: ignore[union-attr]
+        control = sim["github_api_url"].removesuffix("/api/v3") + "/_simulator"
+        print(f"Simulator: GitHub runner API at {sim['github_api_url']}, Kubernetes via {sim['kubeconfig']}")
+        with PulumiWorkspace(PROJECT_DIR, cli_dir) as stack:
+            tour(stack, sim, control, runners)
+    finally:
+        simulator.terminate()
+        summary = json.loads(simulator.communicate(timeout=30)[0].strip().splitlines()[-1])
+    print(f"\nJobs lost to a deleted pod: {len(summary['jobs_killed'])}")
+    return 1 if summary["jobs_killed"] else 0
+
+
+def tour(stack: PulumiWorkspace, sim: dict[str, Any], control: str, runners: int) -> None:
+    stack.new_stack(
+        config={
+            "githubUrl": sim["github_url"],
+            "kubeconfig": sim["kubeconfig"],
+            "namespace": sim["namespace"],
+            "createNamespace": "false",  # the simulator's cluster has it; pulumi_kubernetes would need its plugin
             "runners": str(runners),
             "gracePeriodSeconds": str(GRACE_SECONDS),
-        }
-        with MiniEngine(project_dir, config=config, secret_config={"githubToken": sim.credential}) as engine:
-            engine.provider.on_stderr = lambda line: print(f"    provider: {line.split(' ', 2)[-1]}")
+        },
+        secrets={"githubToken": sim["github_token"]},
+    )
+    banner("pulumi up --yes")
+    print(stack.run("up", "--yes").stdout)
+    for runner in requests.get(f"{control}/runners", timeout=10).json():
+        print(f"  GitHub lists {runner['name']} (id {runner['id']}): {runner['status']}")
 
-            show("pulumi up — create", engine.up())
-            for runner in sim.github.runners():
-                print(f"    GitHub lists {runner['name']} (id {runner['id']}): {runner['status']}")
+    banner("pulumi preview   # nothing changed: nothing to do")
+    print(stack.run("preview").stdout)
 
-            show("pulumi up — nothing changed, nothing happens", engine.up())
+    busy = requests.get(f"{control}/runners", timeout=10).json()[0]["name"]
+    requests.post(f"{control}/jobs", json={"runner_name": busy, "duration_seconds": JOB_SECONDS}, timeout=10)
+    print(f"A {JOB_SECONDS:.0f} s CI job starts on {busy}.")
 
-            busy = sim.github.runners()[0]["name"]
-            sim.github.start_job(busy, JOB_SECONDS)
-            print(f"\nA {JOB_SECONDS:.0f} s CI job starts on {busy}.")
+    print("\nFast-forward: the simulator's token lives 40 minutes; asking for renewal when less than 3000 s remain")
+    print("puts it inside its renewal window, as 30 minutes of waiting would with the default of 1800 s.")
+    banner("pulumi config set tokenRefreshBeforeSeconds 3000 && pulumi preview")
+    stack.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
+    print(stack.run("preview").stdout)
 
-            print("\nFast-forward: the simulator's token lives 40 minutes; asking for renewal when less than 3000 s")
-            print("remain puts it inside its renewal window, as 30 minutes of waiting would with the default 1800 s.")
-            engine.config["tokenRefreshBeforeSeconds"] = "3000"
-            github_calls = len(sim.github.calls())
-            show("pulumi preview — pending recreations, nothing touched", engine.preview())
-            print(f"    GitHub calls during preview: {len(sim.github.calls()) - github_calls}")
+    banner("pulumi up --yes   # replaces every runner; the busy one only once its job is done")
+    started = time.monotonic()
+    print(stack.run("up", "--yes").stdout)
+    elapsed = time.monotonic() - started
+    answers = [c["status"] for c in requests.get(f"{control}/calls", timeout=10).json() if c["method"] == "DELETE"]
+    print(f"  RemoveRunner answered 422 (busy: pod left alone) {answers.count(422)} times; then 204, or 404 for the")
+    print("  busy runner, which GitHub removed itself once its one job was done (it is ephemeral).")
+    print(f"  The update took {elapsed:.1f} s: the busy job ({JOB_SECONDS:.0f} s), then the grace period.")
 
-            started = time.monotonic()
-            show("pulumi up — safe replacement", engine.up())
-            elapsed = time.monotonic() - started
-            job, grace = JOB_SECONDS, GRACE_SECONDS
-            answers = [c["status"] for c in sim.github.calls("DELETE")]
-            print(f"\n    RemoveRunner answered 422 (busy) {answers.count(422)} times, then 204/404 for each runner")
-            print(f"    update took {elapsed:.1f} s: the busy job ({job:.0f} s), then the grace period ({grace:.0f} s)")
-            print(f"    jobs killed: {len(sim.runners.jobs_killed)}")
-            for runner in sim.github.runners():
-                print(f"    GitHub lists {runner['name']} (id {runner['id']}): {runner['status']}")
-
-            show("pulumi destroy", engine.destroy())
-            pods_left = len(sim.kube.pods("actions-runners"))
-            print(f"    pods left: {pods_left}, registrations left: {len(sim.github.runners())}")
-        return 1 if sim.runners.jobs_killed else 0
+    banner("pulumi destroy --yes")
+    print(stack.run("destroy", "--yes").stdout)
+    print(f"  registrations left on GitHub: {len(requests.get(f'{control}/runners', timeout=10).json())}")

@@ -63,19 +63,21 @@ class RunnerProvider(ResourceProvider):
         labels = inputs.get("labels")
         if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
             inputs["labels"] = _normalized_labels(labels)
-        return CheckResult(inputs, [CheckFailure(p, r) for p, r in validation.failures(inputs, RULES)])
+        failures = validation.failures(inputs, RULES)
+        token = inputs.get("registration_token")
+        if validation.is_unknown(token) or "registration_token" not in dict(failures):
+            # An input, so that `pulumi preview --diff` names it: unknown while the new token is unknown.
+            inputs["token_hash"] = token if validation.is_unknown(token) else token_hash(token)
+        return CheckResult(inputs, [CheckFailure(p, r) for p, r in failures])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call: the token's hash decides, so a preview shows every runner a new token recreates."""
-        replaces = [k for k in REPLACE_ON if validation.differs(olds.get(k), news.get(k))]
-        token = news.get("registration_token")
-        if validation.is_unknown(token) or token_hash(token) != olds.get("token_hash"):
-            replaces.insert(0, "token_hash")
+        replaces = [k for k in ("token_hash", *REPLACE_ON) if validation.differs(olds.get(k), news.get(k))]
         changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        spec = _spec(props, token_hash(props["registration_token"]))
+        spec = _spec(props, props["token_hash"])
         with _clients(props) as (github, kube):
             runner_id = start_runner(
                 spec,

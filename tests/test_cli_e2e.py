@@ -1,0 +1,125 @@
+"""The real pulumi CLI (built by tools/pulumi/build.sh) against the loopback doubles: preview, up, refresh, destroy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actions_runners_simulator.simulator import Simulator
+from actions_runners_simulator.workspace import PulumiWorkspace
+from tests.conftest import ROOT, wait_until
+from tests.helpers import NAMESPACE, core_api, events_for, secret_token
+
+RUNNERS = ("runner-0", "runner-1")
+
+
+@pytest.fixture(scope="module")
+def cli_dir() -> Path:
+    """The folder with pulumi and its Python host: PULUMI_CLI_DIR, or what build.sh builds (cached) or finds."""
+    if os.environ.get("PULUMI_CLI_DIR"):
+        return Path(os.environ["PULUMI_CLI_DIR"])
+    built = subprocess.run([str(ROOT / "tools" / "pulumi" / "build.sh")], capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        pytest.fail(f"tools/pulumi/build.sh failed:\n{built.stderr}")
+    return Path(built.stdout.strip())
+
+
+@pytest.fixture
+def stack(cli_dir: Path, sim: Simulator) -> Iterator[PulumiWorkspace]:
+    with PulumiWorkspace(ROOT, cli_dir) as workspace:
+        workspace.new_stack(
+            config={
+                "githubUrl": sim.repo_url,
+                "kubeconfig": str(sim.kubeconfig),
+                "createNamespace": "false",  # pulumi_kubernetes needs its plugin, which cannot be fetched here
+                "runners": str(len(RUNNERS)),
+                "gracePeriodSeconds": "1",
+                "tokenRefreshBeforeSeconds": "0",
+            },
+            secrets={"githubToken": sim.credential},
+        )
+        yield workspace
+
+
+def runner_names(state: dict) -> dict[str, dict]:
+    return {
+        r["urn"].rsplit("::", 1)[-1]: r["outputs"]
+        for r in state["deployment"]["resources"]
+        if r["type"].endswith(":Runner")
+    }
+
+
+def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiWorkspace, sim: Simulator) -> None:
+    up = stack.run("up", "--yes")
+    assert "4 created" in up.stdout, up.stdout  # the stack, the token, two runners
+    online = [r for r in sim.github.runners() if r["status"] == "online"]
+    assert len(online) == len(RUNNERS)
+    outputs = runner_names(json.loads(stack.run("stack", "export").stdout))
+    token = secret_token(sim, outputs["runner-0"]["secret_name"])
+
+    # The token enters its renewal window: preview shows each runner's pending recreation and touches nothing.
+    stack.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
+    github_calls, kube_requests = len(sim.github.calls()), len(sim.kube.requests())
+    preview = stack.run("preview").stdout
+    for name in RUNNERS:
+        assert (
+            f"+- pulumi-python:dynamic/actions-runners:Runner {name} replace [diff: ~registration_token,token_hash]"
+            in (preview)
+        ), preview
+    detailed = stack.run("preview", "--diff").stdout
+    assert detailed.count("~ token_hash") == len(RUNNERS), detailed
+    assert detailed.count("~ registration_token        : [secret] => [unknown]") == len(RUNNERS), detailed
+    steps = json.loads(stack.run("preview", "--json").stdout)["steps"]
+    replaced = {s["urn"].rsplit("::", 1)[-1]: s for s in steps if s["op"] == "replace"}
+    assert set(RUNNERS) <= set(replaced), steps
+    for name in RUNNERS:
+        assert "token_hash" in replaced[name].get("replaceReasons", []), replaced[name]
+    assert len(sim.github.calls()) == github_calls and len(sim.kube.requests()) == kube_requests
+
+    # up replaces them safely: the busy runner keeps its pod until its job is done, then the grace period.
+    busy = outputs["runner-0"]
+    sim.github.start_job(busy["runner_name"], 10.0)  # longer than up's own preview
+    stack.run("up", "--yes")
+    removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['runner_id'])}")]
+    assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
+    pod_events = events_for(sim, busy["pod_name"], "pod_terminating", "pod_removed")
+    assert pod_events and all(e["at"] >= removals[-1]["at"] + 1.0 for e in pod_events)
+    assert sim.runners.jobs_killed == []
+
+    # The state the CLI wrote holds no token or credential in plain text.
+    exported = stack.run("stack", "export").stdout
+    new_token = secret_token(sim, busy["secret_name"])
+    for secret in (token, new_token, sim.credential):
+        assert secret not in exported
+    assert "ciphertext" in exported
+
+    # Drift: a pod deleted behind Pulumi's back disappears from state on refresh; up brings it back.
+    core_api(sim).delete_namespaced_pod(busy["pod_name"], NAMESPACE, grace_period_seconds=0)
+    wait_until(lambda: sim.kube.pod(NAMESPACE, busy["pod_name"]) is None, "the pod to go")
+    stack.run("refresh", "--yes")
+    assert "runner-0" not in runner_names(json.loads(stack.run("stack", "export").stdout))
+    stack.run("config", "set", "tokenRefreshBeforeSeconds", "0")
+    up = stack.run("up", "--yes")
+    assert "1 created" in up.stdout, up.stdout
+    assert sim.kube.pod(NAMESPACE, busy["pod_name"]) is not None
+
+    stack.run("destroy", "--yes")
+    assert sim.kube.pods(NAMESPACE) == [] and sim.kube.secrets(NAMESPACE) == []
+    assert sim.github.runners() == []
+
+
+def test_bad_config_is_a_check_failure_naming_the_property(stack: PulumiWorkspace, sim: Simulator) -> None:
+    stack.run("config", "set", "gracePeriodSeconds", stdin="-5")  # on stdin: "-5" is no flag
+
+    preview = stack.run("preview", check=False)
+
+    assert preview.returncode != 0
+    output = preview.stdout + preview.stderr
+    assert "grace_period_seconds" in output and "from 0 to 3600" in output, output
+    assert "Traceback" not in output
+    assert sim.github.calls() == []

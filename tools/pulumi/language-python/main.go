@@ -1,0 +1,160 @@
+// Command pulumi-language-python is the language host the pulumi CLI starts to run this project's Python
+// programs: it answers the engine's LanguageRuntime calls and runs each program through the SDK's own
+// pulumi-language-python-exec script, placed beside this binary by build.sh.
+//
+// Pulumi's own host (module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) is not served by
+// the Go module proxy this project can reach, so this one implements what `pulumi preview/up/refresh/destroy`
+// need: Handshake, GetPluginInfo, GetRequiredPlugins/Packages (none: plugins come with the CLI build) and Run.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// exitAfterUserMessage is the exec script's exit code for "an error was already shown to the user".
+const exitAfterUserMessage = 32
+
+var version = "dev"
+
+type host struct {
+	pulumirpc.UnimplementedLanguageRuntimeServer
+	engineAddress string
+	execScript    string
+}
+
+func main() {
+	engineAddress := ""
+	for _, arg := range os.Args[1:] {
+		if !strings.HasPrefix(arg, "-") {
+			engineAddress = arg // the engine passes flags first, its own address last
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	server := &host{
+		engineAddress: engineAddress,
+		execScript:    filepath.Join(filepath.Dir(self), "pulumi-language-python-exec"),
+	}
+	handle, err := rpcutil.ServeWithOptions(rpcutil.ServeOptions{
+		Init: func(s *grpc.Server) error {
+			pulumirpc.RegisterLanguageRuntimeServer(s, server)
+			return nil
+		},
+	})
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("%d\n", handle.Port) // the engine reads the port from the first line
+	if err := <-handle.Done; err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "pulumi-language-python: %v\n", err)
+	os.Exit(1)
+}
+
+func (h *host) Handshake(
+	_ context.Context, req *pulumirpc.LanguageHandshakeRequest,
+) (*pulumirpc.LanguageHandshakeResponse, error) {
+	h.engineAddress = req.GetEngineAddress()
+	return &pulumirpc.LanguageHandshakeResponse{}, nil
+}
+
+func (h *host) GetPluginInfo(context.Context, *emptypb.Empty) (*pulumirpc.PluginInfo, error) {
+	return &pulumirpc.PluginInfo{Version: version}, nil
+}
+
+func (h *host) GetRequiredPlugins(
+	context.Context, *pulumirpc.GetRequiredPluginsRequest,
+) (*pulumirpc.GetRequiredPluginsResponse, error) {
+	return &pulumirpc.GetRequiredPluginsResponse{}, nil
+}
+
+func (h *host) GetRequiredPackages(
+	context.Context, *pulumirpc.GetRequiredPackagesRequest,
+) (*pulumirpc.GetRequiredPackagesResponse, error) {
+	return &pulumirpc.GetRequiredPackagesResponse{}, nil
+}
+
+func (h *host) GetProgramDependencies(
+	context.Context, *pulumirpc.GetProgramDependenciesRequest,
+) (*pulumirpc.GetProgramDependenciesResponse, error) {
+	return &pulumirpc.GetProgramDependenciesResponse{}, nil
+}
+
+// Run runs the program with the project's Python (its virtualenv option, else python3) and reports how it ended.
+func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.RunResponse, error) {
+	root, program := req.GetPwd(), req.GetProgram()
+	if info := req.GetInfo(); info != nil {
+		root = info.GetRootDirectory()
+		program = filepath.Join(info.GetProgramDirectory(), info.GetEntryPoint())
+	}
+	config, err := json.Marshal(req.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"-u", h.execScript,
+		"--project", req.GetProject(),
+		"--stack", req.GetStack(),
+		"--pwd", req.GetPwd(),
+		"--dry_run=" + strconv.FormatBool(req.GetDryRun()),
+		"--parallel", strconv.Itoa(int(req.GetParallel())),
+		"--monitor", req.GetMonitorAddress(),
+		"--engine", h.engineAddress,
+		"--organization", req.GetOrganization(),
+		"--root_directory", root,
+		program,
+	}
+	cmd := exec.CommandContext(ctx, python(root, req.GetInfo().GetOptions().AsMap()), append(args, req.GetArgs()...)...)
+	cmd.Dir = req.GetPwd()
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "PULUMI_CONFIG="+string(config), "PULUMI_CONFIG_SECRET_KEYS="+string(secretKeys))
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return &pulumirpc.RunResponse{}, nil
+	case errors.As(err, &exit) && exit.ExitCode() == exitAfterUserMessage:
+		return &pulumirpc.RunResponse{Bail: true}, nil
+	case errors.As(err, &exit):
+		return &pulumirpc.RunResponse{Error: fmt.Sprintf("Program exited with non-zero exit code: %d", exit.ExitCode())}, nil
+	default:
+		return &pulumirpc.RunResponse{Error: fmt.Sprintf("could not run the Python program: %v", err)}, nil
+	}
+}
+
+// python is the interpreter of the `virtualenv` runtime option (relative to the project root), else python3.
+func python(root string, options map[string]any) string {
+	if venv, ok := options["virtualenv"].(string); ok && venv != "" {
+		if !filepath.IsAbs(venv) {
+			venv = filepath.Join(root, venv)
+		}
+		return filepath.Join(venv, "bin", "python")
+	}
+	if cmd := os.Getenv("PULUMI_PYTHON_CMD"); cmd != "" {
+		return cmd
+	}
+	return "python3"
+}
