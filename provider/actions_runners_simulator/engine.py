@@ -10,6 +10,7 @@ reverse order, and outputs marked secret where the engine marks them (same-named
 
 from __future__ import annotations
 
+import logging
 import runpy
 import subprocess
 import sys
@@ -234,6 +235,8 @@ class MiniEngine:
     # -- the deployment loop --------------------------------------------------------------------------------
 
     def _run(self, program: Program | None, *, preview: bool) -> list[Step]:
+        # As the SDK's own program runner does: a failed registration leaves futures nobody awaits, by design.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         run = _Run(preview=preview)
         monitor = _EngineMonitor(self, run)
         pulumi.runtime.set_mocks(monitor.mocks, self.project, self.stack, preview=preview, monitor=monitor)
