@@ -64,9 +64,30 @@ def test_every_bad_runner_input_is_a_check_failure_naming_the_property(sim) -> N
     assert sim.github.calls() == [] and len(sim.kube.requests()) == kube_requests
 
 
+def test_a_kubeconfig_that_is_not_a_file_is_a_check_failure(sim, tmp_path) -> None:
+    def program() -> None:
+        Runner(
+            "runner",
+            github_url=sim.repo_url,
+            namespace="actions-runners",
+            registration_token="AREGISTRATIONTOKEN",
+            github_token=sim.credential,
+            kubeconfig=str(tmp_path / "missing"),
+        )
+
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as raised:
+        engine.preview(program)
+
+    assert _failures(raised.value) == {
+        "kubeconfig": f"{str(tmp_path / 'missing')!r} is not a file: give the path of a kubeconfig file"
+    }
+
+
 def test_bad_registration_token_inputs_are_check_failures(sim) -> None:
     def program() -> None:
-        RegistrationToken("bad", github_url="https://github.com/a/b/c", refresh_before_seconds=5000)
+        RegistrationToken(
+            "bad", github_url="https://github.com/a/b/c", refresh_before_seconds=5000, github_token="ghp_example"
+        )
 
     with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as raised:
         engine.preview(program)
@@ -93,7 +114,7 @@ OLD = {
     "grace_period_seconds": 30.0,
     "unregister_timeout_seconds": 600.0,
     "register_timeout_seconds": 300.0,
-    "github_token": None,
+    "github_token": "ghp_example",
     "kubeconfig": None,
     "token_hash": token_hash("TOKEN1"),
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
+from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, core_api, events_for, new_token, outputs, secret_token, sha256
 from tests.programs import runner_with_token, token_and_runners
@@ -233,8 +233,10 @@ def test_github_token_from_the_environment_when_no_input_is_given(sim) -> None:
         assert sim.github.runners()[0]["status"] == "online"
         engine.destroy()
     without = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
-    with MiniEngine(ROOT, env=without) as engine, pytest.raises(DeploymentFailed, match="no GitHub credential"):
+    with MiniEngine(ROOT, env=without) as engine, pytest.raises(DeploymentFailed) as raised:
         engine.up(program)
+    assert isinstance(raised.value.errors[0], CheckFailed)
+    assert dict(raised.value.errors[0].failures)["github_token"].endswith("give one of them a GitHub token")
 
 
 def test_a_runner_that_cannot_register_fails_create_and_leaves_nothing_behind(sim) -> None:

@@ -171,6 +171,7 @@ def _unregister(
 
 
 def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> None:
+    log.info("waiting up to %.0f s for pod %s/%s to be gone", timeout, namespace, name)
     deadline = clock.monotonic() + timeout
     delay = POD_POLL_FIRST_SECONDS
     while pods.read_pod(namespace, name) is not None:

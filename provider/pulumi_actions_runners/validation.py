@@ -5,12 +5,14 @@ During preview, values computed by other resources are unknown; a rule only judg
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any
 
 from pulumi.output import Unknown
 
+from .credentials import GITHUB_TOKEN_ENV
 from .github_url import parse_github_url
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -49,12 +51,23 @@ def secret_string(value: Any) -> str | None:
     return "must be a non-empty string without whitespace"
 
 
-def optional(rule: Rule) -> Rule:
-    return lambda value: None if value is None else rule(value)
+def github_credential(value: Any) -> str | None:
+    """A credential input, or else GITHUB_TOKEN in the environment of the provider (that is, of `pulumi`)."""
+    if value is None:
+        if os.environ.get(GITHUB_TOKEN_ENV):
+            return None
+        return f"is not set and {GITHUB_TOKEN_ENV} is not in the environment: give one of them a GitHub token"
+    return secret_string(value)
 
 
-def non_empty_string(value: Any) -> str | None:
-    return None if isinstance(value, str) and value.strip() else "must be a non-empty string"
+def kubeconfig_path(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return "must be the path of a kubeconfig file, or left out for KUBECONFIG / ~/.kube/config / in-cluster"
+    if not os.path.isfile(os.path.expanduser(value)):
+        return f"{value!r} is not a file: give the path of a kubeconfig file"
+    return None
 
 
 def image_reference(value: Any) -> str | None:

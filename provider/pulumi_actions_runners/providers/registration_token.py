@@ -25,7 +25,7 @@ from ..logs import log_to_stderr
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
-    "github_token": validation.optional(validation.secret_string),
+    "github_token": validation.github_credential,
     "refresh_before_seconds": validation.seconds_between(0, 3000),
 }
 UPDATE_IN_PLACE = ("github_token", "refresh_before_seconds")

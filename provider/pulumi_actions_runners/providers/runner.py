@@ -38,8 +38,8 @@ RULES: dict[str, validation.Rule] = {
     "grace_period_seconds": validation.seconds_between(0, 3600),
     "unregister_timeout_seconds": validation.seconds_between(0, 86400),
     "register_timeout_seconds": validation.seconds_between(1, 3600),
-    "github_token": validation.optional(validation.secret_string),
-    "kubeconfig": validation.optional(validation.non_empty_string),
+    "github_token": validation.github_credential,
+    "kubeconfig": validation.kubeconfig_path,
 }
 # A new registration means a new pod: these force a replacement (the pod is recreated with them).
 REPLACE_ON = ("github_url", "namespace", "runner_name", "labels", "ephemeral", "image")
