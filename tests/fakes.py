@@ -6,6 +6,7 @@ the real clients against the HTTP doubles.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,6 +17,7 @@ class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
         self.sleeps: list[float] = []
+        self.on_sleep: list[Callable[[float], None]] = []  # what happens in the world while the procedure waits
 
     def monotonic(self) -> float:
         return self.now
@@ -25,6 +27,8 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
+        for event in self.on_sleep:
+            event(seconds)
         self.now += seconds
 
 
@@ -64,6 +68,7 @@ class FakePods:
         self.clock = clock
         self.journal = journal
         self.terminating_for = terminating_for
+        self.force_works = True
         self.pods: dict[str, dict[str, Any]] = {}
         self.secrets: set[str] = set()
 
@@ -80,10 +85,13 @@ class FakePods:
             metadata=SimpleNamespace(deletion_timestamp=pod["gone_at"], annotations={}),
         )
 
-    def delete_pod(self, namespace: str, name: str) -> None:
-        self.journal.append(f"delete pod {name} at {self.clock.now:.1f}")
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        forced = " with no grace" if grace_seconds == 0 else ""
+        self.journal.append(f"delete pod {name} at {self.clock.now:.1f}{forced}")
         pod = self.pods.get(name)
-        if pod is not None and pod["gone_at"] is None:
+        if pod is not None and forced and self.force_works:
+            pod["gone_at"] = self.clock.now
+        elif pod is not None and pod["gone_at"] is None:
             pod["gone_at"] = self.clock.now + (0 if pod["phase"] != "Running" else self.terminating_for)
 
     def delete_secret(self, namespace: str, name: str) -> None:

@@ -124,8 +124,9 @@ def _diff(**changes: object):
     """Check then Diff, as the engine calls them."""
     news = {**OLD, "registration_token": "TOKEN1", **changes}
     news.pop("token_hash", None)
-    checked = RunnerProvider().check({}, news).inputs
-    return RunnerProvider().diff("ci/runner-0", OLD, checked)
+    checked = RunnerProvider().check({}, news)
+    assert checked.failures == []
+    return RunnerProvider().diff("ci/runner-0", OLD, checked.inputs)
 
 
 def test_diff_same_token_same_spec_is_no_change() -> None:
@@ -147,7 +148,9 @@ def test_diff_replaces_delete_first_for_a_new_token_or_pod_spec(changes, replace
     assert (result.changes, result.replaces, result.delete_before_replace) == (True, replaces, True)
 
 
-@pytest.mark.parametrize("changes", [{"grace_period_seconds": 5.0}, {"github_token": "ghp_new"}, {"kubeconfig": "/k"}])
+@pytest.mark.parametrize(
+    "changes", [{"grace_period_seconds": 5.0}, {"github_token": "ghp_new"}, {"kubeconfig": __file__}]
+)
 def test_diff_updates_in_place_what_only_steers_the_provider(changes) -> None:
     result = _diff(**changes)
     assert (result.changes, result.replaces) == (True, [])

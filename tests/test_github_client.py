@@ -142,3 +142,10 @@ def test_bad_credentials_fail_at_once(github) -> None:
         gh.create_registration_token()
     assert time.monotonic() - started < 2
     assert len(github.calls()) == 1
+
+
+def test_retry_after_may_be_an_http_date() -> None:
+    from pulumi_actions_runners.github_client import _retry_after_seconds
+
+    assert _retry_after_seconds("120", now=0) == 120
+    assert _retry_after_seconds("Wed, 02 Dec 2026 18:00:30 GMT", now=1796234400.0) == 30

@@ -254,3 +254,13 @@ def _remove_registration(sim, runner_id: int) -> None:
 
     with GitHubClient(parse_github_url(sim.repo_url), sim.credential) as github:
         github.remove_runner(runner_id)
+
+
+def test_a_create_that_fails_half_way_leaves_no_secret_or_pod_behind(sim) -> None:
+    sim.kube.fail_next("POST", r"/pods$", 403)  # e.g. a quota or an admission webhook says no
+
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed, match="403"):
+        engine.up(runner_with_token(sim, new_token(sim)))
+
+    assert sim.kube.secrets(NAMESPACE) == [], "the Secret holding the token was left behind"
+    assert sim.kube.pods(NAMESPACE) == []

@@ -37,8 +37,8 @@ def test_idle_runner_is_unregistered_then_given_its_grace_then_its_pod_is_delete
 
     report = tear_down_runner(location(), github, pods, clock, TIMEOUTS)
 
-    assert journal[0] == "remove 7: 204"
-    assert journal[1] == f"delete pod runner-a at {start + 30:.1f}"
+    assert journal[:2] == ["remove 7: 204", "delete secret runner-a-registration"]
+    assert journal[2] == f"delete pod runner-a at {start + 30:.1f}"
     assert "runner-a" not in pods.pods
     assert report.states == [
         TeardownState.UNREGISTERING,
@@ -118,21 +118,53 @@ def test_a_rerun_after_a_crash_finishes_the_job(world) -> None:
     assert [line for line in journal if line.startswith("delete pod")] == [f"delete pod runner-a at {clock.now:.1f}"]
 
 
+def test_pod_stuck_terminating_is_deleted_with_no_grace_once_unregistered(world) -> None:
+    clock, github, pods, journal = world
+    pods.terminating_for = 10_000  # its node is gone: the kubelet never confirms
+
+    tear_down_runner(location(runner_id=None), github, pods, clock, TIMEOUTS)
+
+    deletions = [line for line in journal if line.startswith("delete pod")]
+    assert len(deletions) == 2 and deletions[1].endswith("with no grace")
+    assert "runner-a" not in pods.pods
+
+
 def test_pod_that_never_goes_away_fails_with_what_was_awaited(world) -> None:
     clock, github, pods, _ = world
     pods.terminating_for = 10_000
+    pods.force_works = False
 
-    with pytest.raises(WaitTimedOut, match=r"pod ci/runner-a is still terminating after 90 s"):
+    with pytest.raises(WaitTimedOut, match=r"pod ci/runner-a is still terminating after 30 s"):
         tear_down_runner(location(runner_id=None), github, pods, clock, TIMEOUTS)
+
+
+def test_persistent_runner_that_restarted_and_took_a_job_during_the_grace_keeps_its_pod(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a")
+
+    def restart_during_grace(seconds: float) -> None:
+        if clock.sleeps == [TIMEOUTS.grace_period_seconds]:  # the container restarted, registered, took a job
+            github.add(9, "runner-a", busy_for=seconds + 40)
+
+    clock.on_sleep.append(restart_during_grace)
+
+    report = tear_down_runner(location(runner_id=7, ephemeral=False), github, pods, clock, TIMEOUTS)
+
+    removals = [line for line in journal if line.startswith("remove 9")]
+    assert removals[0] == "remove 9: 422" and removals[-1] == "remove 9: 204"
+    deletion = next(line for line in journal if line.startswith("delete pod"))
+    assert journal.index(deletion) > journal.index("remove 9: 204"), "pod deleted while its runner ran a job"
+    assert report.busy_answers >= 2
+    assert journal.index("delete secret runner-a-registration") < journal.index("find runner-a")
 
 
 def test_persistent_runner_registration_left_behind_is_swept(world) -> None:
     clock, github, pods, journal = world
     github.add(7, "runner-a")
-    github.add(8, "runner-a")  # it restarted and registered again during the grace period
+    github.add(8, "runner-a")  # an idle, second registration under the same name (config.sh --replace)
 
     report = tear_down_runner(location(runner_id=7, ephemeral=False), github, pods, clock, TIMEOUTS)
 
     assert TeardownState.SWEEPING in report.states
-    assert journal[-1] == "remove 8: 204"
+    assert journal.index("remove 8: 204") < journal.index(next(x for x in journal if x.startswith("delete pod")))
     assert github.runners == {}

@@ -329,9 +329,9 @@ class MiniEngine:
                 self.provider.delete(old.id, urn, old.outputs)
                 del self.state[urn]
                 return save(*self.provider.create(urn, inputs))
-            replacement = self.provider.create(urn, inputs)
-            self.provider.delete(old.id, urn, old.outputs)
-            return save(*replacement)
+            replacement = save(*self.provider.create(urn, inputs))
+            self.provider.delete(old.id, urn, old.outputs)  # if this fails, the new one is already in state
+            return replacement
         self._record(run, Step("update", urn, tuple(k for k in inputs if inputs.get(k) != old.inputs.get(k))))
         if run.preview:
             return old.id, _for_program({**old.outputs, **_known(inputs)}, secret_outputs)

@@ -29,9 +29,11 @@ class PulumiWorkspace:
         self.project = self.root / "project"
         self.stack = stack
         self._copy_project(project_dir)
+        # The CLI, then this interpreter's environment (the project's virtualenv, as if activated).
+        path = os.pathsep.join([str(cli_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         self.env = {
             **os.environ,
-            "PATH": f"{cli_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": path,
             "PULUMI_HOME": str(self.root / "home"),
             "PULUMI_BACKEND_URL": f"file://{self.root / 'state'}",
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
@@ -43,12 +45,10 @@ class PulumiWorkspace:
         (self.root / "state").mkdir()
 
     def _copy_project(self, project_dir: Path) -> None:
-        """Pulumi.yaml and the program, with the virtualenv option pointing at this interpreter's environment."""
-        project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
-        project["runtime"].setdefault("options", {})["virtualenv"] = sys.prefix
+        """The project's own Pulumi.yaml, as shipped, and its program."""
         self.project.mkdir()
-        (self.project / "Pulumi.yaml").write_text(yaml.safe_dump(project, sort_keys=False))
-        main = project.get("main", ".")
+        shutil.copy(project_dir / "Pulumi.yaml", self.project / "Pulumi.yaml")
+        main = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()).get("main", ".")
         shutil.copytree(project_dir / main, self.project / main, ignore=shutil.ignore_patterns("__pycache__"))
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
@@ -176,7 +177,7 @@ class GitHubClient:
             return None
         headers = response.headers
         if "retry-after" in headers:
-            return float(headers["retry-after"]), "retry-after"
+            return _retry_after_seconds(headers["retry-after"], self._now()), "retry-after"
         if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
             return max(0.0, float(headers["x-ratelimit-reset"]) - self._now()) + 1.0, "primary limit exhausted"
         if response.status_code == 429 or "secondary rate limit" in _message(response):
@@ -184,8 +185,19 @@ class GitHubClient:
         return None
 
 
+def _retry_after_seconds(value: str, now: float) -> float:
+    """``retry-after`` is seconds, or an HTTP date (RFC 9110)."""
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+
+
 def _message(response: requests.Response) -> str:
     try:
-        return str(response.json().get("message", response.reason))
+        body = response.json()
     except ValueError:
-        return response.reason or f"HTTP {response.status_code}"
+        body = None
+    if isinstance(body, dict) and "message" in body:
+        return str(body["message"])
+    return response.reason or f"HTTP {response.status_code}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -36,8 +37,13 @@ def parse_github_url(url: str) -> GitHubTarget:
     if not isinstance(url, str):
         raise ValueError(f"must be a string of the form {GITHUB_URL_FORMS}")
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("https", "http") or not parts.netloc or parts.query or parts.fragment:
+    if parts.username is not None or parts.password is not None:
+        # Never echo it: the part before '@' is a credential, and this input is not secret.
+        raise ValueError("must not contain a user or password: give credentials as github_token")
+    if parts.scheme not in ("https", "http") or not parts.hostname or parts.query or parts.fragment:
         raise ValueError(f"{url!r} is not of the form {GITHUB_URL_FORMS}")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise ValueError(f"{url!r} uses http: use https (plain http is allowed only for a loopback address)")
     segments = [s for s in parts.path.split("/") if s]
     if len(segments) == 2 and segments[0] == "enterprises":
         scope = f"enterprises/{segments[1]}"
@@ -49,6 +55,14 @@ def parse_github_url(url: str) -> GitHubTarget:
         raise ValueError(f"{url!r} is not of the form {GITHUB_URL_FORMS}")
     if not all(_NAME.match(s) for s in segments):
         raise ValueError(f"{url!r} has an owner, repository or enterprise name GitHub does not allow")
-    host = parts.netloc.lower()
-    api_url = "https://api.github.com" if host == "github.com" else f"{parts.scheme}://{parts.netloc}/api/v3"
-    return GitHubTarget(url=f"{parts.scheme}://{parts.netloc}/{'/'.join(segments)}", api_url=api_url, scope=scope)
+    default_port = {"https": 443, "http": 80}[parts.scheme]
+    netloc = parts.hostname if parts.port in (None, default_port) else f"{parts.hostname}:{parts.port}"
+    api_url = "https://api.github.com" if netloc == "github.com" else f"{parts.scheme}://{netloc}/api/v3"
+    return GitHubTarget(url=f"{parts.scheme}://{netloc}/{'/'.join(segments)}", api_url=api_url, scope=scope)
+
+
+def _is_loopback(hostname: str) -> bool:
+    try:
+        return hostname == "localhost" or ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False

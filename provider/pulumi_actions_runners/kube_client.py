@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
+REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds: an API server that never answers must not hang a call
 
 
 class PodAlreadyExists(Exception):
@@ -56,15 +57,17 @@ class KubeClient:
     def apply_secret(self, manifest: dict[str, Any]) -> None:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
-            self._core.create_namespaced_secret(namespace, manifest)
+            self._core.create_namespaced_secret(namespace, manifest, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status != 409:
                 raise
-            self._core.replace_namespaced_secret(name, namespace, manifest)
+            self._core.replace_namespaced_secret(name, namespace, manifest, _request_timeout=REQUEST_TIMEOUT)
 
     def create_pod(self, manifest: dict[str, Any]) -> None:
         try:
-            self._core.create_namespaced_pod(manifest["metadata"]["namespace"], manifest)
+            self._core.create_namespaced_pod(
+                manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
+            )
         except ApiException as error:
             if error.status == 409:
                 raise PodAlreadyExists(manifest["metadata"]["name"]) from error
@@ -72,23 +75,25 @@ class KubeClient:
 
     def read_pod(self, namespace: str, name: str) -> client.V1Pod | None:
         try:
-            return self._core.read_namespaced_pod(name, namespace)
+            return self._core.read_namespaced_pod(name, namespace, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status == 404:
                 return None
             raise
 
-    def delete_pod(self, namespace: str, name: str) -> None:
-        """Graceful deletion with the pod's own terminationGracePeriodSeconds."""
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise."""
         try:
-            self._core.delete_namespaced_pod(name, namespace)
+            self._core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=grace_seconds, _request_timeout=REQUEST_TIMEOUT
+            )
         except ApiException as error:
             if error.status != 404:
                 raise
 
     def delete_secret(self, namespace: str, name: str) -> None:
         try:
-            self._core.delete_namespaced_secret(name, namespace)
+            self._core.delete_namespaced_secret(name, namespace, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status != 404:
                 raise

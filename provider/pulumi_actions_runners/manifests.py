@@ -22,6 +22,7 @@ flags=""
 if [ "$RUNNER_EPHEMERAL" = "true" ]; then flags="--ephemeral"; fi
 ./config.sh --unattended --replace --work _work --url "$GITHUB_URL" --token "$RUNNER_TOKEN" \\
   --name "$RUNNER_NAME" ${RUNNER_LABELS:+--labels "$RUNNER_LABELS"} $flags
+unset RUNNER_TOKEN  # jobs inherit the runner's environment; the token must not reach them
 exec ./run.sh
 """
 

@@ -37,18 +37,25 @@ def start_runner(
     clock: Clock,
     *,
     register_timeout_seconds: float,
+    unregister_timeout_seconds: float,
     pod_gone_timeout_seconds: float,
 ) -> int:
     """Returns the id GitHub gave the runner."""
-    pods.apply_secret(secret_manifest(spec, registration_token))
-    _create_pod(spec, pods, clock, pod_gone_timeout_seconds)
     try:
+        pods.apply_secret(secret_manifest(spec, registration_token))
+        _create_pod(spec, pods, clock, pod_gone_timeout_seconds)
         return _wait_registered(spec, github, pods, clock, register_timeout_seconds)
-    except RunnerDidNotRegister:
+    except PodAlreadyExists:
+        raise  # someone else's pod: nothing here is ours to clean up
+    except Exception:
         location = RunnerLocation(
             spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, None, spec.ephemeral
         )
-        tear_down_runner(location, github, pods, clock, TeardownTimeouts(0, 60, pod_gone_timeout_seconds))
+        timeouts = TeardownTimeouts(0, unregister_timeout_seconds, pod_gone_timeout_seconds)
+        try:
+            tear_down_runner(location, github, pods, clock, timeouts)
+        except Exception as cleanup_error:
+            log.error("could not clean up after the failed create of runner %s: %s", spec.runner_name, cleanup_error)
         raise
 
 
@@ -81,7 +88,7 @@ def _wait_registered(spec: RunnerSpec, github: RunnerRegistry, pods: PodApi, clo
     while True:
         clock.sleep(delay)
         found = github.find_runner(spec.runner_name)
-        if found is not None:
+        if found is not None and found.get("status") == "online":  # not an old, offline one of the same name
             return int(found["id"])
         pod = pods.read_pod(spec.namespace, spec.pod_name)
         if pod is None or pod_finished(pod):

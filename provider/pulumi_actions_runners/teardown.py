@@ -5,12 +5,15 @@ States, in order (each one safe to repeat after a crash, so a re-run Delete fini
 UNREGISTERING  RemoveRunner until GitHub answers 204 or 404. A 422 means the runner is running a job: its pod is
                left alone and the call repeated with backoff until ``unregister_timeout_seconds``, then
                RunnerStillBusy — the resource stays in state and nothing is lost. RemoveRunner is the only
-               race-free busy check: once it succeeds, GitHub gives the runner no further job.
+               race-free busy check: once it succeeds, GitHub gives the runner no further job. Then the
+               Secret goes, so the container cannot start again with the token.
 GRACE          wait out ``grace_period_seconds`` so the unregistered runner can exit by itself (skipped when its
                pod had already finished or was gone: there is nothing left to be graceful to).
-DELETING_POD   delete the pod (with its own termination grace) and the Secret; wait until the pod is gone.
-SWEEPING       a persistent runner's pod could have restarted and registered again meanwhile: remove any
-               registration left under its name, so none leaks.
+SWEEPING       (persistent runners) the container may have restarted and registered again before its Secret
+               went: any registration under its name gets the same guarded RemoveRunner, so none leaks or is
+               killed mid-job.
+DELETING_POD   delete the pod (with its own termination grace) and wait until it is gone; a pod stuck
+               terminating (a lost node) is then deleted with no grace, since its runner is unregistered.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ BUSY_RETRY_FIRST_SECONDS = 2.0
 BUSY_RETRY_MAX_SECONDS = 30.0
 POD_POLL_FIRST_SECONDS = 0.1
 POD_POLL_MAX_SECONDS = 1.0
+FORCED_DELETION_TIMEOUT_SECONDS = 30.0
 
 
 class TeardownState(enum.Enum):
@@ -55,7 +59,7 @@ class RunnerRegistry(Protocol):
 
 class PodApi(Protocol):
     def read_pod(self, namespace: str, name: str) -> Any: ...
-    def delete_pod(self, namespace: str, name: str) -> None: ...
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
     def delete_secret(self, namespace: str, name: str) -> None: ...
 
 
@@ -100,6 +104,8 @@ def tear_down_runner(
 
     report = TeardownReport(states=[TeardownState.UNREGISTERING])
     report.busy_answers = _unregister(runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds)
+    # Without its Secret the container cannot start again, so it cannot register again with the token.
+    pods.delete_secret(runner.namespace, runner.secret_name)
 
     if pod_was_running and timeouts.grace_period_seconds > 0:
         report.states.append(TeardownState.GRACE)
@@ -113,14 +119,24 @@ def tear_down_runner(
         clock.sleep(timeouts.grace_period_seconds)
         report.grace_waited_seconds = timeouts.grace_period_seconds
 
+    if not runner.ephemeral:
+        # A persistent runner's container may have restarted (before its Secret went) and registered again, and
+        # even taken a job: that registration gets the same 422 guard before its pod is touched.
+        report.states.append(TeardownState.SWEEPING)
+        report.busy_answers += _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds)
+
     report.states.append(TeardownState.DELETING_POD)
     pods.delete_pod(runner.namespace, runner.pod_name)
-    pods.delete_secret(runner.namespace, runner.secret_name)
-    wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, timeouts.pod_gone_timeout_seconds)
-
-    if not runner.ephemeral:
-        report.states.append(TeardownState.SWEEPING)
-        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds)
+    if not _wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, timeouts.pod_gone_timeout_seconds):
+        # Unregistered, so no job can be lost: force it, as for a pod stuck on a lost node.
+        log.warning(
+            "pod %s/%s still terminating after %.0f s; deleting it with no grace (its runner is unregistered)",
+            runner.namespace,
+            runner.pod_name,
+            timeouts.pod_gone_timeout_seconds,
+        )
+        pods.delete_pod(runner.namespace, runner.pod_name, grace_seconds=0)
+        wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, FORCED_DELETION_TIMEOUT_SECONDS)
     report.states.append(TeardownState.DONE)
     return report
 
@@ -171,11 +187,17 @@ def _unregister(
 
 
 def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> None:
+    if not _wait_pod_gone(pods, namespace, name, clock, timeout):
+        raise WaitTimedOut(f"pod {namespace}/{name} is still terminating after {timeout:.0f} s")
+
+
+def _wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> bool:
     log.info("waiting up to %.0f s for pod %s/%s to be gone", timeout, namespace, name)
     deadline = clock.monotonic() + timeout
     delay = POD_POLL_FIRST_SECONDS
     while pods.read_pod(namespace, name) is not None:
         if clock.monotonic() >= deadline:
-            raise WaitTimedOut(f"pod {namespace}/{name} is still terminating after {timeout:.0f} s")
+            return False
         clock.sleep(delay)
         delay = min(delay * 2, POD_POLL_MAX_SECONDS)
+    return True

@@ -12,13 +12,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if existing=$(command -v pulumi 2>/dev/null) && [ "$(pulumi version 2>/dev/null)" = "v$VERSION" ]; then
   dir=$(dirname "$existing")
-  if [ -x "$dir/pulumi-language-python" ] && [ -x "$dir/pulumi-resource-pulumi-python" ]; then
+  if [ -x "$dir/pulumi-language-python" ] && [ -x "$dir/pulumi-language-python-exec" ] &&
+    [ -x "$dir/pulumi-resource-pulumi-python" ]; then
     echo "$dir"
     exit 0
   fi
 fi
 
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/language-python/main.go" "$0" | sha256sum | cut -c1-12)
+key=$({ cat "$here/go.mod" "$here/go.sum" "$here/language-python/main.go" "$0"; go env GOVERSION GOOS GOARCH; } |
+  sha256sum | cut -c1-12)
 cache="${PULUMI_CLI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pulumi-actions-runners}/pulumi-v$VERSION-$key"
 if [ -x "$cache/pulumi" ]; then
   echo "$cache"
@@ -38,7 +40,9 @@ go build -trimpath -o "$work/pulumi" \
 go build -trimpath -o "$work/pulumi-language-python" -ldflags "-X main.version=$VERSION" ./language-python
 sdk=$(go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
 install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$sdk/python/dist/pulumi-resource-pulumi-python" "$work/"
-mv "$work" "$cache"
-trap - EXIT
+# Another build may have finished first: keep that one (mv -T will not replace a non-empty folder).
+if mv -T "$work" "$cache" 2>/dev/null; then
+  trap - EXIT
+fi
 echo "built in $(($(date +%s) - started)) s" >&2
 echo "$cache"

@@ -86,6 +86,7 @@ class RunnerProvider(ResourceProvider):
                 kube,
                 SystemClock(),
                 register_timeout_seconds=props["register_timeout_seconds"],
+                unregister_timeout_seconds=props["unregister_timeout_seconds"],
                 pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
             )
         outs = {
