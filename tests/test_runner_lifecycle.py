@@ -264,3 +264,15 @@ def test_a_create_that_fails_half_way_leaves_no_secret_or_pod_behind(sim) -> Non
 
     assert sim.kube.secrets(NAMESPACE) == [], "the Secret holding the token was left behind"
     assert sim.kube.pods(NAMESPACE) == []
+
+
+def test_a_runner_whose_name_is_taken_by_a_live_pod_leaves_that_pod_and_its_secret_alone(sim) -> None:
+    first, second = new_token(sim), new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(runner_with_token(sim, first, runner_name="shared-name"))
+    with MiniEngine(ROOT) as other, pytest.raises(DeploymentFailed, match="already exists and is running"):
+        other.up(runner_with_token(sim, second, runner_name="shared-name"))  # another stack, the same name
+
+    assert secret_token(sim, "shared-name-registration") == first
+    pod = sim.kube.pod(NAMESPACE, "shared-name")
+    assert pod["status"]["phase"] == "Running" and "deletionTimestamp" not in pod["metadata"]

@@ -41,6 +41,8 @@ def start_runner(
     pod_gone_timeout_seconds: float,
 ) -> int:
     """Returns the id GitHub gave the runner."""
+    if _live_with_another_token(spec, pods.read_pod(spec.namespace, spec.pod_name)):
+        raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
     try:
         pods.apply_secret(secret_manifest(spec, registration_token))
         _create_pod(spec, pods, clock, pod_gone_timeout_seconds)
@@ -72,13 +74,22 @@ def _create_pod(spec: RunnerSpec, pods: PodCreator, clock: Clock, pod_gone_timeo
         wait_pod_gone(pods, spec.namespace, spec.pod_name, clock, pod_gone_timeout_seconds)
         pods.create_pod(pod_manifest(spec))
         return
-    annotations = existing.metadata.annotations or {}
-    if annotations.get(TOKEN_HASH_ANNOTATION) != spec.token_hash:
-        raise PodAlreadyExists(
-            f"pod {spec.namespace}/{spec.pod_name} already exists and is running with another registration "
-            "token; it may be running a job, so it is left alone. Import it, or choose another runner_name."
-        )
+    if _live_with_another_token(spec, existing):
+        raise _pod_in_the_way(spec)
     log.info("pod %s/%s already exists with this token; adopting it", spec.namespace, spec.pod_name)
+
+
+def _live_with_another_token(spec: RunnerSpec, pod: Any) -> bool:
+    if pod is None or pod_finished(pod) or pod.metadata.deletion_timestamp is not None:
+        return False
+    return (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) != spec.token_hash
+
+
+def _pod_in_the_way(spec: RunnerSpec) -> PodAlreadyExists:
+    return PodAlreadyExists(
+        f"pod {spec.namespace}/{spec.pod_name} already exists and is running with another registration "
+        "token; it may be running a job, so it is left alone. Import it, or choose another runner_name."
+    )
 
 
 def _wait_registered(spec: RunnerSpec, github: RunnerRegistry, pods: PodApi, clock: Clock, timeout: float) -> int:
