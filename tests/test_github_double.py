@@ -647,3 +647,110 @@ def test_start_once_and_stop_twice_even_for_pooled_connections():
         session.get(double.api_url + "/rate_limit", timeout=1)
     with pytest.raises(requests.ConnectionError):
         requests.get(double.api_url + "/rate_limit", timeout=1)
+
+
+# --- secondary rate limits --------------------------------------------------------------------------------
+
+
+def assert_secondary_limit(response: requests.Response) -> None:
+    """GitHub's secondary-limit refusal: 403, its message and a whole-second retry-after of at least 1."""
+    assert response.status_code == 403
+    assert response.json()["message"].startswith(SECONDARY_LIMIT)
+    assert int(response.headers["retry-after"]) >= 1
+    assert_matches_contract(response, described=False)
+
+
+@pytest.fixture
+def with_limits():
+    """Start doubles with the given secondary limits, over two credentials; stopped after the test."""
+    doubles: list[GitHubDouble] = []
+
+    def start(**limits: float) -> GitHubDouble:
+        doubles.append(GitHubDouble(credentials=("ghp_first", "ghp_second"), **limits).start())
+        return doubles[-1]
+
+    yield start
+    for double in doubles:
+        double.stop()
+
+
+def test_points_per_endpoint_charge_writes_five_and_refusals_spend_nothing(with_limits):
+    limited = with_limits(points_per_minute=10, window_seconds=1.0)
+    # Two RemoveRunner calls spend the 10 points of that endpoint, whatever the repository and runner.
+    assert call(limited, "DELETE", "/repos/octo/app/actions/runners/1", credential="ghp_first").status_code == 404
+    assert call(limited, "DELETE", "/repos/octo/lib/actions/runners/2", credential="ghp_first").status_code == 404
+    refused = call(limited, "DELETE", "/repos/other/x/actions/runners/3", credential="ghp_first")
+    assert_secondary_limit(refused)
+    assert refused.headers["retry-after"] == "1"
+    assert refused.headers["x-ratelimit-used"] == "2"  # no primary budget spent either
+
+    # GetRunner is another endpoint, and a read costs 1 point: ten pass, the eleventh does not.
+    reads = [call(limited, "GET", f"/orgs/octo/actions/runners/{n}", credential="ghp_first") for n in range(11)]
+    assert [read.status_code for read in reads] == [404] * 10 + [403]
+    assert_secondary_limit(reads[-1])
+    # Budgets are per credential.
+    assert call(limited, "DELETE", "/repos/octo/app/actions/runners/1", credential="ghp_second").status_code == 404
+    assert limited.secondary_limit_hits() == 2
+
+    time.sleep(int(refused.headers["retry-after"]))
+    assert call(limited, "DELETE", "/repos/other/x/actions/runners/3", credential="ghp_first").status_code == 404
+    assert limited.secondary_limit_hits() == 2
+
+
+def test_content_creating_requests_share_one_budget_across_endpoints(with_limits):
+    limited = with_limits(content_creating_per_minute=3, window_seconds=1.0)
+    path = "/orgs/octo/actions/runners/registration-token"
+    for created in [path, "/orgs/octo/actions/runners/remove-token", "/repos/octo/app/actions/runners/remove-token"]:
+        assert call(limited, "POST", created, credential="ghp_first").status_code == 201
+    response = call(limited, "POST", path, credential="ghp_first")
+    assert_secondary_limit(response)  # though the endpoint has points left
+    assert limited.secondary_limit_hits() == 1
+    # A DELETE writes but creates no content; reads and other credentials are not limited either.
+    assert call(limited, "DELETE", "/orgs/octo/actions/runners/1", credential="ghp_first").status_code == 404
+    assert call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first").status_code == 200
+    assert call(limited, "POST", path, credential="ghp_second").status_code == 201
+
+    time.sleep(int(response.headers["retry-after"]))
+    assert call(limited, "POST", path, credential="ghp_first").status_code == 201
+    assert limited.secondary_limit_hits() == 1
+
+
+def test_concurrent_requests_beyond_the_limit_are_refused(with_limits):
+    limited = with_limits(max_concurrent_requests=2)
+    limited.delay_next(0.5, count=2, method="GET")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        held = [
+            pool.submit(call, limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first") for _ in range(2)
+        ]
+        deadline = time.monotonic() + 2
+        while len(limited.calls()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        third = call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first")
+        other_credential = call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_second")
+        assert [entry["status"] for entry in limited.calls()[:2]] == [None, None]  # still held
+        assert [future.result().status_code for future in held] == [200, 200]
+    assert_secondary_limit(third)
+    assert third.headers["retry-after"] == "1"
+    assert other_credential.status_code == 200
+    assert call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first").status_code == 200
+    assert limited.secondary_limit_hits() == 1
+
+
+def test_rate_limit_and_control_endpoints_are_exempt(with_limits):
+    limited = with_limits(max_concurrent_requests=1, points_per_minute=2, content_creating_per_minute=1)
+    limited.delay_next(0.3, method="GET", path_regex="/actions/runners$")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        held = pool.submit(call, limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first")
+        while not limited.calls():
+            time.sleep(0.01)
+        overviews = [call(limited, "GET", "/rate_limit", credential="ghp_first").status_code for _ in range(5)]
+        assert held.result().status_code == 200
+    assert overviews == [200] * 5
+    control = f"{limited.url}/_simulator"
+    assert [requests.get(f"{control}/runners", timeout=5).status_code for _ in range(5)] == [200] * 5
+    job = {"runner_name": "none", "duration_seconds": 1}
+    assert [requests.post(f"{control}/jobs", json=job, timeout=5).status_code for _ in range(3)] == [409] * 3
+    # An injected 403 is a fault, not a secondary limit that the double enforced.
+    limited.fail_next(403, retry_after=7)
+    assert call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first").status_code == 403
+    assert limited.secondary_limit_hits() == 0

@@ -5,6 +5,7 @@ a ``config.sh --url``), keeps registrations as GitHub does (online/offline, busy
 name) and lets tests inject what a real client must survive: 5xx answers, primary and secondary rate limits
 and slow answers. Simulated runners live in the same process and register through
 `GitHubDouble.register_runner`, because real runners register through the Actions service, not REST.
+It enforces GitHub's primary and secondary rate limits per credential, with the limits configurable.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import functools
 import heapq
 import json
 import logging
+import math
 import re
 import secrets
 import string
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,7 +44,11 @@ _RUNNERS_ROUTE = re.compile(
     r"/(?P<scope>repos/[^/]+/[^/]+|orgs/[^/]+|enterprises/[^/]+)/actions/runners"
     r"(?:/(?P<item>registration-token|remove-token|\d+))?"
 )
+_SCOPE_TEMPLATE = {"repos": "repos/{owner}/{repo}", "orgs": "orgs/{org}", "enterprises": "enterprises/{enterprise}"}
 _ANONYMOUS_LIMIT_PER_HOUR = 60
+_WRITE_POINTS = 5  # a GET costs 1 point of the per-endpoint secondary budget
+_WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+_CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT"})
 _SECONDARY_LIMIT_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
     "If you reach out to GitHub Support for help, please include the request ID {request_id}."
@@ -317,6 +324,83 @@ class _RateBudget:
         }
 
 
+@dataclass(frozen=True)
+class _SecondaryLimits:
+    """GitHub's secondary limits per credential, scalable so that a benchmark can shrink the minute."""
+
+    max_concurrent: int
+    points: int  # per endpoint and window
+    content_creating: int  # per window
+    window: float  # seconds
+
+
+@dataclass
+class _WindowBudget:
+    """A sliding-window budget: a secondary limit counts what was spent in the last window, not per hour."""
+
+    limit: int
+    window: float
+    spent: deque[tuple[float, int]] = field(default_factory=deque)  # (monotonic time, cost), oldest first
+
+    def wait(self, cost: int, now: float) -> float:
+        """Seconds until ``cost`` more fits: 0 if it fits now, a whole window if it never can."""
+        while self.spent and self.spent[0][0] <= now - self.window:
+            self.spent.popleft()
+        excess = sum(spent_cost for _, spent_cost in self.spent) + cost - self.limit
+        if excess <= 0:
+            return 0.0
+        for spent_at, spent_cost in self.spent:
+            excess -= spent_cost
+            if excess <= 0:
+                return spent_at + self.window - now
+        return self.window
+
+
+def _endpoint(method: str, path: str) -> str:
+    """The (method, route template) whose points a request spends: all RemoveRunner calls share one budget."""
+    match = _RUNNERS_ROUTE.fullmatch(path)
+    if match is None:
+        return f"{method} {path}"
+    item = match["item"]
+    suffix = "" if item is None else "/{runner_id}" if item.isdigit() else f"/{item}"
+    return f"{method} /{_SCOPE_TEMPLATE[match['scope'].split('/')[0]]}/actions/runners{suffix}"
+
+
+class _SecondaryBudget:
+    """One credential's secondary budgets: requests in flight, points per endpoint, content-creating requests.
+    The caller holds the lock."""
+
+    def __init__(self, limits: _SecondaryLimits) -> None:
+        self.limits = limits
+        self.in_flight = 0
+        self._points: dict[str, _WindowBudget] = {}
+        self._content_creating = _WindowBudget(limits.content_creating, limits.window)
+
+    def _charges(self, method: str, path: str) -> list[tuple[_WindowBudget, int]]:
+        endpoint = _endpoint(method, path)
+        if endpoint not in self._points:
+            self._points[endpoint] = _WindowBudget(self.limits.points, self.limits.window)
+        charges = [(self._points[endpoint], _WRITE_POINTS if method in _WRITE_METHODS else 1)]
+        if method in _CONTENT_CREATING_METHODS:
+            charges.append((self._content_creating, 1))
+        return charges
+
+    def wait(self, method: str, path: str, now: float) -> float:
+        """Seconds until every budget the request spends can afford it; 0 if they can now."""
+        return max(budget.wait(cost, now) for budget, cost in self._charges(method, path))
+
+    def spend(self, method: str, path: str, now: float) -> None:
+        for budget, cost in self._charges(method, path):
+            budget.spent.append((now, cost))
+
+
+def _secondary_limit_body(request_id: str) -> JsonObject:
+    return {
+        "message": _SECONDARY_LIMIT_MESSAGE.format(request_id=request_id),
+        "documentation_url": f"{_RATE_DOCS}#about-secondary-rate-limits",
+    }
+
+
 def _credential(authorization: str | None) -> str:
     """The token of ``Authorization: Bearer T`` or ``Authorization: token T``, the forms GitHub accepts."""
     scheme, _, token = (authorization or "").partition(" ")
@@ -326,10 +410,18 @@ def _credential(authorization: str | None) -> str:
 class _TrafficPolicy:
     """What a REST request meets before the runners: the log, injected delays and faults, rate limits."""
 
-    def __init__(self, lock: threading.Lock, credentials: Iterable[str], rate_limit_per_hour: int) -> None:
+    def __init__(
+        self,
+        lock: threading.Lock,
+        credentials: Iterable[str],
+        rate_limit_per_hour: int,
+        secondary_limits: _SecondaryLimits,
+    ) -> None:
         self._lock = lock
         self._user_ids = {credential: user_id for user_id, credential in enumerate(credentials, start=1)}
         self._budgets = {credential: _RateBudget(rate_limit_per_hour) for credential in self._user_ids}
+        self._secondary = {credential: _SecondaryBudget(secondary_limits) for credential in self._user_ids}
+        self._secondary_limit_hits = 0
         self._anonymous_budget = _RateBudget(_ANONYMOUS_LIMIT_PER_HOUR)
         self._faults: list[_Injection] = []
         self._delays: list[_Injection] = []
@@ -373,9 +465,33 @@ class _TrafficPolicy:
             delay = _take(self._delays, method, path)
         return delay.seconds if delay else 0.0
 
+    def _limited(self, path: str, credential: str) -> _SecondaryBudget | None:
+        """The secondary budget a request counts against; None for GET /rate_limit and unknown credentials."""
+        return None if path == "/rate_limit" else self._secondary.get(credential)
+
+    def enter(self, path: str, credential: str, request_id: str) -> _Reply | None:
+        """Count the request among its credential's concurrent ones, or refuse it if there are too many."""
+        with self._lock:
+            secondary = self._limited(path, credential)
+            if secondary is None:
+                return None
+            if secondary.in_flight >= secondary.limits.max_concurrent:
+                reply = self._secondary_limit_reply(request_id, wait=0.0)
+                reply.headers |= self._budgets[credential].headers()
+                return reply
+            secondary.in_flight += 1
+            return None
+
+    def leave(self, path: str, credential: str) -> None:
+        """The request that `enter` let in has been answered."""
+        with self._lock:
+            secondary = self._limited(path, credential)
+            if secondary is not None:
+                secondary.in_flight -= 1
+
     def gate(self, method: str, path: str, credential: str, request_id: str) -> tuple[_Reply | None, dict[str, str]]:
         """Refuse the request (401, injected fault, spent budget) or let it through, and give the rate-limit
-        headers its answer carries. Faults are taken before spending: a failed request costs nothing."""
+        headers its answer carries. Refusals are decided before spending: a refused request costs nothing."""
         with self._lock:
             budget = self._budgets.get(credential)
             if budget is None:
@@ -384,9 +500,26 @@ class _TrafficPolicy:
             fault = _take(self._faults, method, path)
             if fault is not None:
                 return self._fault_reply(fault, credential, budget.limit, request_id), budget.headers()
-            if path != "/rate_limit" and not budget.try_spend():
+            secondary = self._limited(path, credential)
+            if secondary is None:
+                return None, budget.headers()
+            now = time.monotonic()
+            wait = secondary.wait(method, path, now)
+            if wait > 0:
+                return self._secondary_limit_reply(request_id, wait), budget.headers()
+            if not budget.try_spend():
                 return self._primary_limit_reply(403, credential), budget.headers()
+            secondary.spend(method, path, now)
             return None, budget.headers()
+
+    def _secondary_limit_reply(self, request_id: str, wait: float) -> _Reply:
+        """A 403, as GitHub mostly answers, telling when to retry in whole seconds (at least 1). Lock held."""
+        self._secondary_limit_hits += 1
+        return _Reply(403, _secondary_limit_body(request_id), {"retry-after": str(max(1, math.ceil(wait)))})
+
+    def secondary_limit_hits(self) -> int:
+        with self._lock:
+            return self._secondary_limit_hits
 
     def _fault_reply(self, fault: _Injection, credential: str, limit: int, request_id: str) -> _Reply:
         if fault.status >= 500:
@@ -398,12 +531,8 @@ class _TrafficPolicy:
             reply.headers["x-ratelimit-used"] = str(limit)
             reply.headers["x-ratelimit-reset"] = str(int(time.time()) + fault.rate_limit_reset_in)
             return reply
-        body = {
-            "message": _SECONDARY_LIMIT_MESSAGE.format(request_id=request_id),
-            "documentation_url": f"{_RATE_DOCS}#about-secondary-rate-limits",
-        }
         retry_after = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
-        return _Reply(fault.status, body, retry_after)
+        return _Reply(fault.status, _secondary_limit_body(request_id), retry_after)
 
     def _primary_limit_reply(self, status: int, credential: str) -> _Reply:
         body = {
@@ -482,11 +611,20 @@ class GitHubDouble:
         credentials: Iterable[str] = ("ghp_simulator",),
         token_lifetime: float = 3600.0,
         rate_limit_per_hour: int = 5000,
+        max_concurrent_requests: int = 100,
+        points_per_minute: int = 900,
+        content_creating_per_minute: int = 80,
+        window_seconds: float = 60.0,
     ) -> None:
+        """Budgets are per credential. The secondary limits default to GitHub's documented ones; "per minute"
+        means per ``window_seconds``, so a benchmark can scale a minute down together with the limits."""
         lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
         self._registry = _RunnerRegistry(lock, token_lifetime)
-        self._traffic = _TrafficPolicy(lock, credentials, rate_limit_per_hour)
+        secondary_limits = _SecondaryLimits(
+            max_concurrent_requests, points_per_minute, content_creating_per_minute, window_seconds
+        )
+        self._traffic = _TrafficPolicy(lock, credentials, rate_limit_per_hour, secondary_limits)
         self._server: _Server | None = None
         self.url = ""
         self.api_url = ""
@@ -555,6 +693,10 @@ class GitHubDouble:
         """REST requests so far, oldest first; ``path_regex`` is searched in the path without /api/v3."""
         return self._traffic.calls(method and method.upper(), path_regex)
 
+    def secondary_limit_hits(self) -> int:
+        """How many REST requests a secondary limit refused, so a benchmark can show that it stayed within."""
+        return self._traffic.secondary_limit_hits()
+
     def fail_next(
         self,
         status: int,
@@ -593,17 +735,25 @@ class GitHubDouble:
         path = url.path.removeprefix(API_PREFIX) if is_api else url.path
         entry = self._traffic.log(method, path, url.query, headers)
         request_id = _request_id()
-        if is_api:
-            time.sleep(self._traffic.delay_for(method, path))
-            credential = _credential(headers.get("Authorization"))
-            refusal, rate_headers = self._traffic.gate(method, path, credential, request_id)
-            reply = refusal or self._route(method, path, url.query, credential)
-            reply.headers = rate_headers | reply.headers
-        else:
-            reply = _error(404, "Not Found")
+        reply = self._answer_api(method, path, url.query, headers, request_id) if is_api else _error(404, "Not Found")
         reply.headers["x-github-request-id"] = request_id
         self._traffic.record_status(entry, reply.status)
         return reply
+
+    def _answer_api(self, method: str, path: str, query: str, headers: Message, request_id: str) -> _Reply:
+        """Serve a REST request; it counts as in flight from arrival, through any injected delay."""
+        credential = _credential(headers.get("Authorization"))
+        too_many = self._traffic.enter(path, credential, request_id)
+        if too_many is not None:
+            return too_many
+        try:
+            time.sleep(self._traffic.delay_for(method, path))
+            refusal, rate_headers = self._traffic.gate(method, path, credential, request_id)
+            reply = refusal or self._route(method, path, query, credential)
+            reply.headers = rate_headers | reply.headers
+            return reply
+        finally:
+            self._traffic.leave(path, credential)
 
     def _route(self, method: str, path: str, query: str, credential: str) -> _Reply:
         if (method, path) == ("GET", "/rate_limit"):
