@@ -20,23 +20,11 @@ from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMESPACE = "actions-runners"
-
-
-def stack_config(sim: Simulator, runners: int, grace: float) -> dict[str, str]:
-    return {
-        "githubUrl": sim.repo_url,
-        "kubeconfig": str(sim.kubeconfig),
-        "createNamespace": "false",
-        "runners": str(runners),
-        "gracePeriodSeconds": str(grace),
-        "tokenRefreshBeforeSeconds": "0",
-    }
 
 
 def rotate(runners: int, grace: float) -> dict[str, float]:
     with Simulator(token_lifetime=2000) as sim:
-        config = stack_config(sim, runners, grace)
+        config = sim.stack_config(runners=runners, grace_period_seconds=grace)
         with MiniEngine(ROOT, config=config, secret_config={"githubToken": sim.credential}) as engine:
             engine.up()
 

@@ -24,15 +24,7 @@ def sim() -> Iterator[Simulator]:
 @pytest.fixture
 def engine(sim: Simulator) -> Iterator[MiniEngine]:
     """The engine stand-in, with the stack config a user would set for the program in programs/runners."""
-    config = {
-        "githubUrl": sim.repo_url,
-        "kubeconfig": str(sim.kubeconfig),
-        "namespace": "actions-runners",
-        "createNamespace": "false",
-        "runners": "2",
-        "gracePeriodSeconds": "0.5",
-        "tokenRefreshBeforeSeconds": "0",
-    }
+    config = sim.stack_config(runners=2, grace_period_seconds=0.5)
     with MiniEngine(ROOT, config=config, secret_config={"githubToken": sim.credential}) as mini_engine:
         yield mini_engine
 

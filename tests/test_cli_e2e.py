@@ -33,14 +33,7 @@ def cli_dir() -> Path:
 def stack(cli_dir: Path, sim: Simulator) -> Iterator[PulumiWorkspace]:
     with PulumiWorkspace(ROOT, cli_dir) as workspace:
         workspace.new_stack(
-            config={
-                "githubUrl": sim.repo_url,
-                "kubeconfig": str(sim.kubeconfig),
-                "createNamespace": "false",  # pulumi_kubernetes needs its plugin, which cannot be fetched here
-                "runners": str(len(RUNNERS)),
-                "gracePeriodSeconds": "1",
-                "tokenRefreshBeforeSeconds": "0",
-            },
+            config=sim.stack_config(runners=len(RUNNERS), grace_period_seconds=1),
             secrets={"githubToken": sim.credential},
         )
         yield workspace

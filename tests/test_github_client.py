@@ -34,6 +34,14 @@ def client(github: GitHubDouble, **kwargs) -> GitHubClient:
     return GitHubClient(parse_github_url(f"{github.url}/octo-org/ci"), kwargs.pop("credential", CREDENTIAL), **kwargs)
 
 
+def waits_of_one_call(github: GitHubDouble) -> list[float]:
+    """The rate-limit waits one registration-token call asks for, recorded instead of slept."""
+    sleeps: list[float] = []
+    with client(github, sleeps=sleeps) as gh:
+        gh.create_registration_token()
+    return sleeps
+
+
 def register(github: GitHubDouble, token: str, name: str) -> int:
     return github.register_runner(
         github_url=f"{github.url}/octo-org/ci", token=token, name=name, labels=[], ephemeral=False, listener=_Listener()
@@ -103,25 +111,19 @@ def test_a_read_timeout_is_retried(github) -> None:
 def test_retry_after_is_honoured_for_403_and_429(github) -> None:
     github.fail_next(429, retry_after=7)
     github.fail_next(403, retry_after=3)
-    sleeps: list[float] = []
-    with client(github, sleeps=sleeps) as gh:
-        gh.create_registration_token()
+    sleeps = waits_of_one_call(github)
     assert sleeps == [7.0, 3.0]
 
 
 def test_an_exhausted_primary_budget_waits_until_its_reset(github) -> None:
     github.fail_next(403, rate_limit_reset_in=20)
-    sleeps: list[float] = []
-    with client(github, sleeps=sleeps) as gh:
-        gh.create_registration_token()
+    sleeps = waits_of_one_call(github)
     assert len(sleeps) == 1 and 19 <= sleeps[0] <= 22
 
 
 def test_a_secondary_limit_without_retry_after_waits_a_minute_then_longer(github) -> None:
     github.fail_next(403, count=2)
-    sleeps: list[float] = []
-    with client(github, sleeps=sleeps) as gh:
-        gh.create_registration_token()
+    sleeps = waits_of_one_call(github)
     assert sleeps == [60.0, 120.0]
 
 

@@ -41,6 +41,19 @@ class Simulator:
         """The config.sh ``--url`` of the simulated repository."""
         return f"{self.github.url}/{OWNER}/{REPOSITORY}"
 
+    def stack_config(self, *, runners: int, grace_period_seconds: float) -> dict[str, str]:
+        """The `pulumi config` of programs/runners for this simulator. Its namespace exists already, and the
+        program leaves the pulumi_kubernetes namespace out: that provider's plugin cannot be fetched here."""
+        return {
+            "githubUrl": self.repo_url,
+            "kubeconfig": str(self.kubeconfig),
+            "namespace": self._namespaces[0],
+            "createNamespace": "false",
+            "runners": str(runners),
+            "gracePeriodSeconds": str(grace_period_seconds),
+            "tokenRefreshBeforeSeconds": "0",
+        }
+
     def start(self) -> Simulator:
         self.github.start()
         self.kube.start()

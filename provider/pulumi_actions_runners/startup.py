@@ -1,7 +1,7 @@
 """Bringing a runner up: Secret, pod, then a bounded wait until GitHub lists the runner.
 
-Create must leave nothing behind when it fails (Pulumi forgets a resource whose Create raised), so a runner that
-does not register in time is taken down through the same RemoveRunner-guarded teardown as any other.
+Create must leave nothing behind when it fails (Pulumi forgets a resource whose Create raised), so whatever it
+made is taken down through the same RemoveRunner-guarded teardown as any other runner.
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ def start_runner(
     pod_gone_timeout_seconds: float,
 ) -> int:
     """Returns the id GitHub gave the runner."""
-    if _live_with_another_token(spec, pods.read_pod(spec.namespace, spec.pod_name)):
+    existing = pods.read_pod(spec.namespace, spec.pod_name)
+    if _live_with_another_token(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
     try:
         pods.apply_secret(secret_manifest(spec, registration_token))
-        _create_pod(spec, pods, clock, pod_gone_timeout_seconds)
+        _place_pod(spec, existing, pods, clock, pod_gone_timeout_seconds)
         return _wait_registered(spec, github, pods, clock, register_timeout_seconds)
     except PodAlreadyExists:
-        raise  # someone else's pod: nothing here is ours to clean up
+        raise  # another create raced this one: its pod is not ours to clean up
     except Exception:
         location = RunnerLocation(
             spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, None, spec.ephemeral
@@ -61,26 +62,27 @@ def start_runner(
         raise
 
 
-def _create_pod(spec: RunnerSpec, pods: PodCreator, clock: Clock, pod_gone_timeout_seconds: float) -> None:
-    """Create the pod; a pod of the same name is adopted only if it is ours with this very token."""
-    try:
-        pods.create_pod(pod_manifest(spec))
+def _place_pod(
+    spec: RunnerSpec, existing: Any, pods: PodCreator, clock: Clock, pod_gone_timeout_seconds: float
+) -> None:
+    """Create the pod. A live one of the same name has this very token (checked before): it is adopted, as after
+    a crash of an earlier Create; a finished or terminating one is replaced."""
+    if existing is not None and _is_live(existing):
+        log.info("pod %s/%s already exists with this token; adopting it", spec.namespace, spec.pod_name)
         return
-    except PodAlreadyExists:
-        existing = pods.read_pod(spec.namespace, spec.pod_name)
-    if existing is None or pod_finished(existing) or existing.metadata.deletion_timestamp is not None:
+    if existing is not None:
         log.info("pod %s/%s is finished or terminating; replacing it", spec.namespace, spec.pod_name)
         pods.delete_pod(spec.namespace, spec.pod_name)
         wait_pod_gone(pods, spec.namespace, spec.pod_name, clock, pod_gone_timeout_seconds)
-        pods.create_pod(pod_manifest(spec))
-        return
-    if _live_with_another_token(spec, existing):
-        raise _pod_in_the_way(spec)
-    log.info("pod %s/%s already exists with this token; adopting it", spec.namespace, spec.pod_name)
+    pods.create_pod(pod_manifest(spec))
+
+
+def _is_live(pod: Any) -> bool:
+    return not pod_finished(pod) and pod.metadata.deletion_timestamp is None
 
 
 def _live_with_another_token(spec: RunnerSpec, pod: Any) -> bool:
-    if pod is None or pod_finished(pod) or pod.metadata.deletion_timestamp is not None:
+    if pod is None or not _is_live(pod):
         return False
     return (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) != spec.token_hash
 
