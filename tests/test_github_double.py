@@ -1,21 +1,25 @@
 """Contract and behaviour tests for the loopback GitHub double (actions_runners_simulator.github_double).
 
 Every REST response exercised here is checked against GitHub's own OpenAPI description (tests/contracts/).
-That description documents few error statuses: for the runner operations it has 201/200/204 and, for
-RemoveRunner, 422, but no 401, no 404 on get/delete runner, no 403/429 rate limits and no 5xx. Those are
-checked to be undescribed (so this test notices when a newer contract adds them) and their bodies are
-validated against the contract's ``basic-error`` schema instead.
+That description documents few error statuses: for the runner operations it has 201/200/204, 422 for
+RemoveRunner and 404/409/422 for generate-jitconfig, but no 401, no 404 on get/delete runner, no 403/429
+rate limits and no 5xx. Those are checked to be undescribed (so this test notices when a newer contract adds
+them) and their bodies are validated against the contract's ``basic-error`` schema instead.
 """
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import functools
 import json
+import logging
 import pathlib
 import re
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
@@ -27,6 +31,7 @@ from openapi_core.validation.response.exceptions import InvalidData
 from openapi_schema_validator import OAS30Validator
 
 from actions_runners_simulator.github_double import GitHubDouble, RegistrationRefused
+from actions_runners_simulator.runner import SimulatedRunners
 
 CONTRACTS = pathlib.Path(__file__).parent / "contracts"
 CREDENTIAL = "ghp_simulator"
@@ -96,6 +101,30 @@ class RecordingListener:
     def wait_for(self, event: str, timeout: float = 3.0) -> bool:
         with self._changed:
             return self._changed.wait_for(lambda: event in self.events, timeout)
+
+
+@dataclass
+class FakePodProcess:
+    """A pod's container as the Kubernetes double hands it to the simulated runners, recording how it exits."""
+
+    name: str
+    env: dict[str, str]
+    namespace: str = "actions-runners"
+    image: str = "ghcr.io/actions/actions-runner"
+    restart_policy: str = "Never"
+    exit_codes: list[int] = field(default_factory=list)
+
+    def exited(self, exit_code: int) -> None:
+        self.exit_codes.append(exit_code)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @pytest.fixture
@@ -362,6 +391,264 @@ def test_hundreds_of_jobs_end_without_a_thread_each(github):
     assert threading.active_count() <= threads_before + 1
     assert all(listener.wait_for("job_finished") for listener in listeners)
     assert not any(runner["busy"] for runner in github.runners())
+
+
+# --- just-in-time runners ---------------------------------------------------------------------------------
+
+
+def generate_jitconfig(
+    double: GitHubDouble, scope: str, name: str, *, credential: str = CREDENTIAL, **body: object
+) -> requests.Response:
+    """POST generate-jitconfig with a valid body, which ``body`` amends."""
+    payload = {"name": name, "runner_group_id": 1, "labels": ["self-hosted", "gpu"]} | body
+    path = f"/{scope}/actions/runners/generate-jitconfig"
+    return call(double, "POST", path, credential=credential, json=payload)
+
+
+def jit_runner(double: GitHubDouble, scope: str, name: str) -> tuple[int, str]:
+    """A just-in-time registration: its runner id and its encoded config."""
+    response = generate_jitconfig(double, scope, name)
+    assert response.status_code == 201
+    return response.json()["runner"]["id"], response.json()["encoded_jit_config"]
+
+
+def connect(double: GitHubDouble, scope: str, config: str) -> tuple[int, RecordingListener]:
+    """What ./run.sh --jitconfig does in a pod whose GITHUB_URL names ``scope``."""
+    listener = RecordingListener()
+    runner_id = double.connect_jit_runner(
+        github_url=config_url(double, scope), encoded_jit_config=config, listener=listener
+    )
+    return runner_id, listener
+
+
+def assert_connect_refused(double: GitHubDouble, github_url: str, config: str, problem: str) -> None:
+    """run.sh is refused, and the refusal (which gets recorded and logged) does not quote the config."""
+    with pytest.raises(RegistrationRefused, match=problem) as refused:
+        double.connect_jit_runner(github_url=github_url, encoded_jit_config=config, listener=RecordingListener())
+    assert config not in str(refused.value)
+
+
+@pytest.mark.parametrize("scope", ["repos/octo/app", "orgs/octo", "enterprises/megacorp"])
+def test_generate_jitconfig_creates_an_offline_ephemeral_registration(github, scope, caplog):
+    caplog.set_level(logging.DEBUG)
+    register(github, scope, "classic")
+    response = generate_jitconfig(github, scope, "jit-0", work_folder="_work")
+    assert response.status_code == 201
+    assert_matches_contract(response)
+    runner = {
+        "id": 2,
+        "name": "jit-0",
+        "os": "Linux",
+        "status": "offline",
+        "busy": False,
+        "ephemeral": True,
+        "runner_group_id": 1,
+        "labels": [
+            {"id": 1, "name": "self-hosted", "type": "read-only"},
+            {"id": 2, "name": "Linux", "type": "read-only"},
+            {"id": 3, "name": "X64", "type": "read-only"},
+            {"id": 4, "name": "gpu", "type": "custom"},
+        ],
+    }
+    config = response.json()["encoded_jit_config"]
+    assert response.json() == {"runner": runner, "encoded_jit_config": config}
+    assert call(github, "GET", f"/{scope}/actions/runners/2").json() == runner
+    assert [(listed["name"], listed["status"]) for listed in github.runners(scope)] == [
+        ("classic", "online"),
+        ("jit-0", "offline"),
+    ]
+    # Opaque and secret: no name or scope in clear, one per runner, in no log and not in the call log.
+    assert len(config) >= 40 and "jit-0" not in config and scope not in config
+    assert generate_jitconfig(github, scope, "jit-1").json()["encoded_jit_config"] != config
+    assert config not in caplog.text
+    assert config not in json.dumps(github.calls())
+
+
+def test_generate_jitconfig_refuses_a_name_that_exists_in_the_scope(github):
+    assert generate_jitconfig(github, "orgs/octo", "jit-0").status_code == 201
+    register(github, "orgs/octo", "classic")
+    for name in ["jit-0", "jit-0", "classic"]:  # a repeat, again, and a runner that config.sh registered
+        conflict = generate_jitconfig(github, "orgs/octo", name, labels=["other"])
+        assert conflict.status_code == 409
+        assert_matches_contract(conflict)
+        assert conflict.json() == {
+            "message": f"Already exists - A runner with the name {name} already exists.",
+            "documentation_url": f"{RUNNER_DOCS}#create-configuration-for-a-just-in-time-runner-for-an-organization",
+            "status": "409",
+        }
+    assert generate_jitconfig(github, "repos/octo/app", "jit-0").status_code == 201  # another scope
+    org_runners = github.runners("orgs/octo")
+    assert [(runner["id"], runner["name"]) for runner in org_runners] == [(1, "jit-0"), (2, "classic")]
+    assert [label["name"] for label in org_runners[0]["labels"]][-1] == "gpu"  # the 409s changed nothing
+
+
+def test_generate_jitconfig_retried_after_a_lost_response_gets_409(github):
+    github.delay_next(0.4, path_regex="/generate-jitconfig$")
+    with pytest.raises(requests.ReadTimeout):
+        requests.post(
+            f"{github.api_url}/repos/octo/app/actions/runners/generate-jitconfig",
+            headers={"Authorization": f"Bearer {CREDENTIAL}"},
+            json={"name": "jit-0", "runner_group_id": 1, "labels": ["gpu"]},
+            timeout=(1, 0.1),
+        )
+    deadline = time.monotonic() + 3
+    while github.calls()[0]["status"] is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert github.calls()[0]["status"] == 201  # served, but the client never saw its config
+    retry = generate_jitconfig(github, "repos/octo/app", "jit-0")
+    assert retry.status_code == 409
+    assert_matches_contract(retry)
+    assert [runner["name"] for runner in github.runners()] == ["jit-0"]
+
+
+_LABELS_PROBLEM = '"labels" must be 1 to 100 non-empty strings.'
+
+
+@pytest.mark.parametrize(
+    ("amend", "problem"),
+    [
+        ({"name": None}, '"name" wasn\'t supplied.'),
+        ({"runner_group_id": None}, '"runner_group_id" wasn\'t supplied.'),
+        ({"labels": None}, '"labels" wasn\'t supplied.'),
+        ({"name": ""}, '"name" must be a non-empty string.'),
+        ({"name": 7}, '"name" must be a non-empty string.'),
+        ({"runner_group_id": "1"}, '"runner_group_id" must be an integer.'),
+        ({"runner_group_id": True}, '"runner_group_id" must be an integer.'),
+        ({"labels": []}, _LABELS_PROBLEM),
+        ({"labels": [f"label-{n}" for n in range(101)]}, _LABELS_PROBLEM),
+        ({"labels": ["gpu", 3]}, _LABELS_PROBLEM),
+        ({"labels": ["gpu", ""]}, _LABELS_PROBLEM),
+        ({"labels": "gpu"}, _LABELS_PROBLEM),
+        ({"work_folder": 5}, '"work_folder" must be a string.'),
+        (None, "The request body must be a JSON object."),
+    ],
+)
+def test_generate_jitconfig_answers_an_invalid_body_with_422(github, amend, problem):
+    valid = {"name": "jit-0", "runner_group_id": 1, "labels": ["gpu"]}
+    body = ["jit-0"] if amend is None else {key: value for key, value in (valid | amend).items() if value is not None}
+    response = call(github, "POST", "/repos/octo/app/actions/runners/generate-jitconfig", json=body)
+    assert response.status_code == 422
+    assert_matches_contract(response)
+    assert response.json() == {
+        "message": "Validation Failed",
+        "documentation_url": f"{RUNNER_DOCS}#create-configuration-for-a-just-in-time-runner-for-a-repository",
+        "status": "422",
+        "errors": [problem],
+    }
+    assert github.runners() == []
+
+
+def test_generate_jitconfig_takes_up_to_100_labels_but_needs_json_and_a_known_runner_group(github):
+    hundred = generate_jitconfig(github, "orgs/octo", "many", labels=[f"label-{n}" for n in range(100)])
+    assert hundred.status_code == 201
+    assert len(hundred.json()["runner"]["labels"]) == 103
+    path = "/orgs/octo/actions/runners/generate-jitconfig"
+    unparsable = call(github, "POST", path, data="{name")
+    assert (unparsable.status_code, unparsable.json()["message"]) == (400, "Problems parsing JSON")
+    assert_matches_contract(unparsable, described=False)
+    empty = call(github, "POST", path)
+    assert (empty.status_code, empty.json()["errors"]) == (422, ["The request body must be a JSON object."])
+    assert_matches_contract(empty)
+    unknown_group = generate_jitconfig(github, "orgs/octo", "jit-0", runner_group_id=2)
+    assert unknown_group.status_code == 404
+    assert_matches_contract(unknown_group)
+    assert [runner["name"] for runner in github.runners()] == ["many"]
+
+
+def test_jit_runner_connects_once_and_is_removed_after_its_one_job(github):
+    runner_id, config = jit_runner(github, "repos/octo/app", "jit-0")
+    connected_id, listener = connect(github, "repos/octo/app", config)
+    assert connected_id == runner_id
+    online = call(github, "GET", f"/repos/octo/app/actions/runners/{runner_id}")
+    assert_matches_contract(online)
+    assert (online.json()["status"], online.json()["busy"], online.json()["ephemeral"]) == ("online", False, True)
+    assert_connect_refused(github, config_url(github, "repos/octo/app"), config, "used already")
+
+    github.start_job("jit-0", 0.3)
+    busy = call(github, "DELETE", f"/repos/octo/app/actions/runners/{runner_id}")
+    assert busy.status_code == 422
+    assert_matches_contract(busy)
+    assert busy.json()["message"] == 'Bad request - Runner "jit-0" is still running a job"'
+    assert listener.wait_for("removed")
+    assert listener.events == ["job_started", "job_finished", "removed"]
+    assert call(github, "GET", f"/repos/octo/app/actions/runners/{runner_id}").status_code == 404
+    assert github.runners() == []
+    assert_connect_refused(github, config_url(github, "repos/octo/app"), config, "gone")
+
+
+def test_jit_connect_is_refused_once_the_registration_is_removed(github):
+    scope, url = "orgs/octo", config_url(github, "orgs/octo")
+    removed_id, removed_config = jit_runner(github, scope, "never-connected")
+    deleted = call(github, "DELETE", f"/{scope}/actions/runners/{removed_id}")
+    assert deleted.status_code == 204
+    assert_matches_contract(deleted)
+    assert_connect_refused(github, url, removed_config, "gone")
+
+    idle_id, idle_config = jit_runner(github, scope, "idle")
+    _, listener = connect(github, scope, idle_config)
+    assert call(github, "DELETE", f"/{scope}/actions/runners/{idle_id}").status_code == 204
+    assert listener.events == ["removed"]
+    assert_connect_refused(github, url, idle_config, "gone")
+
+    _, replaced_config = jit_runner(github, scope, "replaced")
+    register(github, scope, "replaced")  # config.sh --replace takes the name over
+    assert_connect_refused(github, url, replaced_config, "gone")
+    assert [runner["name"] for runner in github.runners()] == ["replaced"]
+
+
+def test_jit_config_of_another_scope_or_server_or_forged_is_refused(github):
+    runner_id, config = jit_runner(github, "orgs/octo", "jit-0")
+    other = GitHubDouble().start()
+    try:
+        _, foreign_config = jit_runner(other, "orgs/octo", "jit-0")
+    finally:
+        other.stop()
+    fields = json.loads(base64.b64decode(config))
+    forged = base64.b64encode(json.dumps(fields | {"secret": "guessed"}).encode()).decode()
+    url = config_url(github, "orgs/octo")
+    for github_url, candidate, problem in [
+        (config_url(github, "repos/octo/app"), config, "for orgs/octo, not .* for repos/octo/app"),
+        ("https://github.com/octo", config, "not served by this double"),
+        (url, foreign_config, f"issued by {other.url}"),
+        (url, forged, "gone"),
+        (url, "not base64!", "malformed"),
+        (url, base64.b64encode(b'{"runner_id": "1"}').decode(), "malformed"),
+    ]:
+        assert_connect_refused(github, github_url, candidate, problem)
+    assert github.runners()[0]["status"] == "offline"
+    assert connect(github, "orgs/octo", config)[0] == runner_id  # the refusals did not use the config up
+
+
+def test_simulated_runner_boots_from_a_jit_config_once(github):
+    runners = SimulatedRunners(github, boot_seconds=0.01, stop_seconds=0.01)
+    runner_id, config = jit_runner(github, "orgs/octo", "jit-pod")
+    env = {"RUNNER_NAME": "jit-pod", "GITHUB_URL": config_url(github, "orgs/octo"), "RUNNER_JITCONFIG": config}
+    pod = FakePodProcess("jit-pod", env)
+    runners.start(pod)
+    assert wait_for(lambda: github.runners()[0]["status"] == "online")
+
+    again = FakePodProcess("jit-pod-again", dict(env))  # a second pod with the same Secret
+    runners.start(again)
+    assert wait_for(lambda: again.exit_codes == [1])
+    assert [(name, "used already" in problem) for name, problem in runners.registrations_refused] == [("jit-pod", True)]
+    assert config not in str(runners.registrations_refused)
+
+    github.start_job("jit-pod", 0.05)
+    assert wait_for(lambda: pod.exit_codes == [0])  # the ephemeral runner exits after its one job
+    assert github.runners() == []
+    assert runners.jobs_killed == []
+
+    token_pod = FakePodProcess(
+        "classic",
+        {
+            "RUNNER_NAME": "classic",
+            "GITHUB_URL": config_url(github, "orgs/octo"),
+            "RUNNER_TOKEN": registration_token(github, "orgs/octo"),
+        },
+    )
+    runners.start(token_pod)  # the registration-token path is unchanged
+    assert wait_for(lambda: [runner["name"] for runner in github.runners()] == ["classic"])
+    assert github.runners()[0]["id"] == runner_id + 1
 
 
 # --- listing and pagination -------------------------------------------------------------------------------
@@ -733,7 +1020,7 @@ def test_concurrent_requests_beyond_the_limit_are_refused(with_limits):
     assert third.headers["retry-after"] == "1"
     assert other_credential.status_code == 200
     assert call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first").status_code == 200
-    assert limited.secondary_limit_hits() == 1
+    assert (limited.secondary_limit_hits(), limited.rate_limit_refusals()) == (1, 1)
 
 
 def test_rate_limit_and_control_endpoints_are_exempt(with_limits):
@@ -754,3 +1041,76 @@ def test_rate_limit_and_control_endpoints_are_exempt(with_limits):
     limited.fail_next(403, retry_after=7)
     assert call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first").status_code == 403
     assert limited.secondary_limit_hits() == 0
+
+
+def test_generate_jitconfig_has_its_own_points_budget(with_limits):
+    limited = with_limits(points_per_minute=10, window_seconds=1.0)
+    # A write costs 5 points, and every repository's generate-jitconfig is one endpoint.
+    for repo, name in [("repos/octo/app", "a"), ("repos/octo/lib", "b")]:
+        assert generate_jitconfig(limited, repo, name, credential="ghp_first").status_code == 201
+    refused = generate_jitconfig(limited, "repos/other/x", "c", credential="ghp_first")
+    assert_secondary_limit(refused)
+    # Not the budget of registration-token, nor of the organization form of generate-jitconfig.
+    token = call(limited, "POST", "/repos/octo/app/actions/runners/registration-token", credential="ghp_first")
+    assert token.status_code == 201
+    assert generate_jitconfig(limited, "orgs/octo", "d", credential="ghp_first").status_code == 201
+    assert (limited.secondary_limit_hits(), limited.rate_limit_refusals()) == (1, 1)
+    assert [runner["name"] for runner in limited.runners()] == ["a", "b", "d"]  # a refusal creates nothing
+
+    time.sleep(int(refused.headers["retry-after"]))
+    assert generate_jitconfig(limited, "repos/other/x", "c", credential="ghp_first").status_code == 201
+
+
+def test_generate_jitconfig_is_content_creating(with_limits):
+    limited = with_limits(content_creating_per_minute=2, window_seconds=1.0)
+    assert generate_jitconfig(limited, "orgs/octo", "a", credential="ghp_first").status_code == 201
+    assert call(limited, "POST", "/orgs/octo/actions/runners/remove-token", credential="ghp_first").status_code == 201
+    refused = generate_jitconfig(limited, "repos/octo/app", "b", credential="ghp_first")
+    assert_secondary_limit(refused)  # though its endpoint has points left
+    assert generate_jitconfig(limited, "repos/octo/app", "b", credential="ghp_second").status_code == 201
+    assert limited.rate_limit_refusals() == 1
+
+    time.sleep(int(refused.headers["retry-after"]))
+    assert generate_jitconfig(limited, "repos/octo/app", "c", credential="ghp_first").status_code == 201
+
+
+def test_primary_window_scales_down_with_rate_limit_window_seconds(with_limits):
+    limited = with_limits(rate_limit_per_hour=2, rate_limit_window_seconds=1.0)
+    first = call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first")
+    reset = int(first.headers["x-ratelimit-reset"])
+    assert time.time() < reset <= time.time() + 2
+    assert call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first").status_code == 200
+    exhausted = call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first")
+    assert exhausted.status_code == 403
+    assert exhausted.json()["message"] == "API rate limit exceeded for user ID 1."
+    assert (exhausted.headers["x-ratelimit-remaining"], exhausted.headers["x-ratelimit-reset"]) == ("0", str(reset))
+    assert_matches_contract(exhausted, described=False)
+    overview = call(limited, "GET", "/rate_limit", credential="ghp_first")
+    assert_matches_contract(overview)
+    assert overview.json()["rate"] == {"limit": 2, "remaining": 0, "reset": reset, "used": 2}
+
+    time.sleep(max(0.0, reset - time.time()) + 0.05)
+    renewed = call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first")
+    assert (renewed.status_code, renewed.headers["x-ratelimit-used"]) == (200, "1")
+    assert int(renewed.headers["x-ratelimit-reset"]) > reset
+    assert (limited.rate_limit_refusals(), limited.secondary_limit_hits()) == (1, 0)
+
+
+def test_rate_limit_refusals_count_primary_and_secondary_refusals_but_not_faults(with_limits):
+    limited = with_limits(rate_limit_per_hour=3, points_per_minute=2)
+    listing = [call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first") for _ in range(3)]
+    assert [response.status_code for response in listing] == [200, 200, 403]
+    assert_secondary_limit(listing[-1])
+    assert (limited.rate_limit_refusals(), limited.secondary_limit_hits()) == (1, 1)
+
+    assert call(limited, "GET", "/orgs/octo/actions/runners/1", credential="ghp_first").status_code == 404
+    primary = call(limited, "GET", "/orgs/octo/actions/runners/2", credential="ghp_first")  # points left, hour not
+    assert (primary.status_code, primary.json()["message"]) == (403, "API rate limit exceeded for user ID 1.")
+    assert (limited.rate_limit_refusals(), limited.secondary_limit_hits()) == (2, 1)
+
+    limited.fail_next(403, retry_after=1)
+    limited.fail_next(429, rate_limit_reset_in=60)
+    limited.fail_next(503)
+    faults = [call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_second") for _ in range(4)]
+    assert [response.status_code for response in faults] == [403, 429, 503, 200]
+    assert (limited.rate_limit_refusals(), limited.secondary_limit_hits()) == (2, 1)

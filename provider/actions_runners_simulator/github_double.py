@@ -4,12 +4,14 @@ It serves the runner endpoints under ``/api/v3`` (the GitHub Enterprise Server f
 a ``config.sh --url``), keeps registrations as GitHub does (online/offline, busy, ephemeral, replaced by
 name) and lets tests inject what a real client must survive: 5xx answers, primary and secondary rate limits
 and slow answers. Simulated runners live in the same process and register through
-`GitHubDouble.register_runner`, because real runners register through the Actions service, not REST.
+`GitHubDouble.register_runner` (or, given a just-in-time config from ``generate-jitconfig``, connect through
+`GitHubDouble.connect_jit_runner`), because real runners talk to the Actions service, not REST.
 It enforces GitHub's primary and secondary rate limits per credential, with the limits configurable.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import heapq
 import json
@@ -42,10 +44,12 @@ _RATE_DOCS = f"{_DOCS}/overview/rate-limits-for-the-rest-api"
 _SCOPE_ARTICLE = {"repos": "a-repository", "orgs": "an-organization", "enterprises": "an-enterprise"}
 _RUNNERS_ROUTE = re.compile(
     r"/(?P<scope>repos/[^/]+/[^/]+|orgs/[^/]+|enterprises/[^/]+)/actions/runners"
-    r"(?:/(?P<item>registration-token|remove-token|\d+))?"
+    r"(?:/(?P<item>registration-token|remove-token|generate-jitconfig|\d+))?"
 )
 _SCOPE_TEMPLATE = {"repos": "repos/{owner}/{repo}", "orgs": "orgs/{org}", "enterprises": "enterprises/{enterprise}"}
 _ANONYMOUS_LIMIT_PER_HOUR = 60
+_DEFAULT_RUNNER_GROUP_ID = 1  # the "Default" group, the only one the double knows
+_MAX_JIT_LABELS = 100
 _WRITE_POINTS = 5  # a GET costs 1 point of the per-endpoint secondary budget
 _WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 _CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT"})
@@ -68,8 +72,19 @@ class RunnerListener(Protocol):
         """The registration is gone: RemoveRunner, replaced by name, or an ephemeral runner after its job."""
 
 
+class _Unattached:
+    """The listener of a just-in-time registration that no runner process has connected to yet."""
+
+    def job_started(self) -> None: ...
+
+    def job_finished(self) -> None: ...
+
+    def removed(self) -> None: ...
+
+
 class RegistrationRefused(Exception):
-    """What makes config.sh fail: a token unknown, expired or for another scope, or a --url served elsewhere."""
+    """What makes config.sh fail (a token unknown, expired or for another scope, or a --url served elsewhere),
+    or run.sh --jitconfig (a config malformed, used already, of a registration gone, or of another server)."""
 
 
 def _notify(callbacks: Iterable[Callable[[], None]]) -> None:
@@ -101,6 +116,8 @@ class _Runner:
     listener: RunnerListener
     status: str = "online"
     busy: bool = False
+    jit_secret: str | None = None  # what its just-in-time config carries; None for a config.sh registration
+    jit_used: bool = False  # a just-in-time config connects a runner once
 
     def as_json(self) -> JsonObject:
         return {
@@ -150,11 +167,43 @@ class _RunnerRegistry:
             replaced = [r for r in self._runners.values() if r.scope == scope and r.name == name]
             for runner in replaced:
                 del self._runners[runner.id]
-            runner_id = self._next_runner_id
-            self._next_runner_id += 1
+            runner_id = self._new_runner_id()
             self._runners[runner_id] = _Runner(runner_id, name, scope, ephemeral, self._labels(labels), listener)
         _notify(runner.listener.removed for runner in replaced)
         return runner_id
+
+    def _new_runner_id(self) -> int:
+        """The lock is held."""
+        runner_id, self._next_runner_id = self._next_runner_id, self._next_runner_id + 1
+        return runner_id
+
+    def create_jit(self, scope: str, name: str, labels: Sequence[str]) -> tuple[JsonObject, str] | None:
+        """generate-jitconfig: an offline ephemeral registration and the secret its config carries; None if the
+        name is taken in the scope, which GitHub refuses rather than replacing, even on a retry of the same call."""
+        with self._lock:
+            if any(r.scope == scope and r.name == name for r in self._runners.values()):
+                return None
+            runner_id, secret = self._new_runner_id(), secrets.token_urlsafe(32)
+            runner = _Runner(
+                runner_id, name, scope, True, self._labels(labels), _Unattached(), status="offline", jit_secret=secret
+            )
+            self._runners[runner_id] = runner
+            return runner.as_json(), secret
+
+    def connect_jit(self, scope: str, runner_id: int, secret: str, listener: RunnerListener) -> None:
+        """``run.sh --jitconfig``: the registration comes online once; messages never quote the config."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if (
+                runner is None
+                or runner.scope != scope
+                or runner.jit_secret is None
+                or not secrets.compare_digest(runner.jit_secret, secret)
+            ):
+                raise RegistrationRefused(f"the registration of this JIT config is gone from {scope}")
+            if runner.jit_used:
+                raise RegistrationRefused(f"this JIT config (runner {runner.name!r}) was used already")
+            runner.jit_used, runner.status, runner.listener = True, "online", listener
 
     def _check_token(self, scope: str, token: str) -> None:
         issued_scope, expires = self._tokens.get(token, (None, 0.0))
@@ -262,8 +311,31 @@ class _Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def _error(status: int, message: str, documentation_url: str = _DOCS) -> _Reply:
-    return _Reply(status, {"message": message, "documentation_url": documentation_url, "status": str(status)})
+def _error(status: int, message: str, documentation_url: str = _DOCS, errors: Sequence[str] = ()) -> _Reply:
+    """GitHub's error body; a validation failure (422) also lists what was wrong."""
+    body = {"message": message, "documentation_url": documentation_url, "status": str(status)}
+    return _Reply(status, body | ({"errors": list(errors)} if errors else {}))
+
+
+def _jit_request_errors(payload: object) -> list[str]:
+    """What is wrong with a generate-jitconfig body, by GitHub's schema for it; empty if nothing is."""
+    if not isinstance(payload, dict):
+        return ["The request body must be a JSON object."]
+    errors = [f'"{key}" wasn\'t supplied.' for key in ("name", "runner_group_id", "labels") if key not in payload]
+    name, group, labels = payload.get("name", "-"), payload.get("runner_group_id", 1), payload.get("labels", ["-"])
+    if not isinstance(name, str) or not name.strip():
+        errors.append('"name" must be a non-empty string.')
+    if not isinstance(group, int) or isinstance(group, bool):
+        errors.append('"runner_group_id" must be an integer.')
+    if not (
+        isinstance(labels, list)
+        and 1 <= len(labels) <= _MAX_JIT_LABELS
+        and all(isinstance(label, str) and label.strip() for label in labels)
+    ):
+        errors.append(f'"labels" must be 1 to {_MAX_JIT_LABELS} non-empty strings.')
+    if not isinstance(payload.get("work_folder", "_work"), str):
+        errors.append('"work_folder" must be a string.')
+    return errors
 
 
 @dataclass
@@ -292,15 +364,17 @@ def _take(injections: list[_Injection], method: str, path: str) -> _Injection | 
 
 @dataclass
 class _RateBudget:
-    """GitHub's primary rate limit: a fixed hourly window per credential, one unit per request."""
+    """GitHub's primary rate limit: a fixed window (an hour, unless scaled down) per credential, one unit per
+    request."""
 
     limit: int
+    window: float = 3600.0  # seconds
     used: int = 0
-    reset_at: int = 0  # epoch seconds at which the window ends
+    reset_at: float = 0.0  # epoch seconds at which the window ends
 
     def _roll_window(self) -> None:
         if time.time() >= self.reset_at:
-            self.used, self.reset_at = 0, int(time.time()) + 3600
+            self.used, self.reset_at = 0, time.time() + self.window
 
     def try_spend(self) -> bool:
         self._roll_window()
@@ -314,7 +388,7 @@ class _RateBudget:
         return {
             "limit": self.limit,
             "remaining": self.limit - self.used,
-            "reset": self.reset_at,
+            "reset": math.ceil(self.reset_at),  # whole seconds, as GitHub sends; never before the window ends
             "used": self.used,
         }
 
@@ -415,14 +489,18 @@ class _TrafficPolicy:
         lock: threading.Lock,
         credentials: Iterable[str],
         rate_limit_per_hour: int,
+        rate_limit_window: float,
         secondary_limits: _SecondaryLimits,
     ) -> None:
         self._lock = lock
         self._user_ids = {credential: user_id for user_id, credential in enumerate(credentials, start=1)}
-        self._budgets = {credential: _RateBudget(rate_limit_per_hour) for credential in self._user_ids}
+        self._budgets = {
+            credential: _RateBudget(rate_limit_per_hour, rate_limit_window) for credential in self._user_ids
+        }
         self._secondary = {credential: _SecondaryBudget(secondary_limits) for credential in self._user_ids}
         self._secondary_limit_hits = 0
-        self._anonymous_budget = _RateBudget(_ANONYMOUS_LIMIT_PER_HOUR)
+        self._rate_limit_refusals = 0  # primary and secondary; injected faults are not counted
+        self._anonymous_budget = _RateBudget(_ANONYMOUS_LIMIT_PER_HOUR, rate_limit_window)
         self._faults: list[_Injection] = []
         self._delays: list[_Injection] = []
         self._calls: list[JsonObject] = []
@@ -508,6 +586,7 @@ class _TrafficPolicy:
             if wait > 0:
                 return self._secondary_limit_reply(request_id, wait), budget.headers()
             if not budget.try_spend():
+                self._rate_limit_refusals += 1
                 return self._primary_limit_reply(403, credential), budget.headers()
             secondary.spend(method, path, now)
             return None, budget.headers()
@@ -515,11 +594,16 @@ class _TrafficPolicy:
     def _secondary_limit_reply(self, request_id: str, wait: float) -> _Reply:
         """A 403, as GitHub mostly answers, telling when to retry in whole seconds (at least 1). Lock held."""
         self._secondary_limit_hits += 1
+        self._rate_limit_refusals += 1
         return _Reply(403, _secondary_limit_body(request_id), {"retry-after": str(max(1, math.ceil(wait)))})
 
     def secondary_limit_hits(self) -> int:
         with self._lock:
             return self._secondary_limit_hits
+
+    def rate_limit_refusals(self) -> int:
+        with self._lock:
+            return self._rate_limit_refusals
 
     def _fault_reply(self, fault: _Injection, credential: str, limit: int, request_id: str) -> _Reply:
         if fault.status >= 500:
@@ -592,6 +676,18 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: `GitHubDouble.calls` is the record."""
 
 
+def _decode_jit_config(encoded: str) -> JsonObject:
+    """What `GitHubDouble._generate_jitconfig` encoded; RegistrationRefused, never quoting it, if it is not."""
+    try:
+        config = json.loads(base64.b64decode(encoded, validate=True))
+    except ValueError:
+        raise RegistrationRefused("malformed JIT config") from None
+    shape = {"server": str, "scope": str, "runner_id": int, "secret": str}
+    if not isinstance(config, dict) or not all(isinstance(config.get(key), kind) for key, kind in shape.items()):
+        raise RegistrationRefused("malformed JIT config")
+    return config
+
+
 def _positive_int(raw: str | None, default: int) -> int:
     value = int(raw) if raw and raw.isdigit() else 0
     return value if value > 0 else default
@@ -615,16 +711,20 @@ class GitHubDouble:
         points_per_minute: int = 900,
         content_creating_per_minute: int = 80,
         window_seconds: float = 60.0,
+        rate_limit_window_seconds: float = 3600.0,
     ) -> None:
-        """Budgets are per credential. The secondary limits default to GitHub's documented ones; "per minute"
-        means per ``window_seconds``, so a benchmark can scale a minute down together with the limits."""
+        """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
+        ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
+        together with the limits."""
         lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
         self._registry = _RunnerRegistry(lock, token_lifetime)
         secondary_limits = _SecondaryLimits(
             max_concurrent_requests, points_per_minute, content_creating_per_minute, window_seconds
         )
-        self._traffic = _TrafficPolicy(lock, credentials, rate_limit_per_hour, secondary_limits)
+        self._traffic = _TrafficPolicy(
+            lock, credentials, rate_limit_per_hour, rate_limit_window_seconds, secondary_limits
+        )
         self._server: _Server | None = None
         self.url = ""
         self.api_url = ""
@@ -664,6 +764,18 @@ class GitHubDouble:
         """``config.sh --unattended --replace``: a runner of the same name in the scope is replaced."""
         return self._registry.register(self._scope_of(github_url), token, name, labels, ephemeral, listener)
 
+    def connect_jit_runner(self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener) -> int:
+        """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.
+        Refused if that registration is gone, the config was used before, or it is for another server or scope."""
+        scope = self._scope_of(github_url)
+        config = _decode_jit_config(encoded_jit_config)
+        if (config["server"], config["scope"]) != (self.url, scope):
+            raise RegistrationRefused(
+                f"JIT config was issued by {config['server']} for {config['scope']}, not by {self.url} for {scope}"
+            )
+        self._registry.connect_jit(scope, config["runner_id"], config["secret"], listener)
+        return config["runner_id"]
+
     def _scope_of(self, github_url: str) -> str:
         """The REST scope that a config.sh --url names; a URL of another server can never register here."""
         if not self.url or not github_url.startswith(self.url + "/"):
@@ -696,6 +808,10 @@ class GitHubDouble:
     def secondary_limit_hits(self) -> int:
         """How many REST requests a secondary limit refused, so a benchmark can show that it stayed within."""
         return self._traffic.secondary_limit_hits()
+
+    def rate_limit_refusals(self) -> int:
+        """How many REST requests a primary or secondary rate limit refused (403); injected faults not counted."""
+        return self._traffic.rate_limit_refusals()
 
     def fail_next(
         self,
@@ -735,12 +851,14 @@ class GitHubDouble:
         path = url.path.removeprefix(API_PREFIX) if is_api else url.path
         entry = self._traffic.log(method, path, url.query, headers)
         request_id = _request_id()
-        reply = self._answer_api(method, path, url.query, headers, request_id) if is_api else _error(404, "Not Found")
+        reply = (
+            self._answer_api(method, path, url.query, headers, body, request_id) if is_api else _error(404, "Not Found")
+        )
         reply.headers["x-github-request-id"] = request_id
         self._traffic.record_status(entry, reply.status)
         return reply
 
-    def _answer_api(self, method: str, path: str, query: str, headers: Message, request_id: str) -> _Reply:
+    def _answer_api(self, method: str, path: str, query: str, headers: Message, body: bytes, request_id: str) -> _Reply:
         """Serve a REST request; it counts as in flight from arrival, through any injected delay."""
         credential = _credential(headers.get("Authorization"))
         too_many = self._traffic.enter(path, credential, request_id)
@@ -749,13 +867,13 @@ class GitHubDouble:
         try:
             time.sleep(self._traffic.delay_for(method, path))
             refusal, rate_headers = self._traffic.gate(method, path, credential, request_id)
-            reply = refusal or self._route(method, path, query, credential)
+            reply = refusal or self._route(method, path, query, credential, body)
             reply.headers = rate_headers | reply.headers
             return reply
         finally:
             self._traffic.leave(path, credential)
 
-    def _route(self, method: str, path: str, query: str, credential: str) -> _Reply:
+    def _route(self, method: str, path: str, query: str, credential: str, body: bytes) -> _Reply:
         if (method, path) == ("GET", "/rate_limit"):
             return _Reply(200, self._traffic.rate_limit_overview(credential))
         match = _RUNNERS_ROUTE.fullmatch(path)
@@ -769,6 +887,10 @@ class GitHubDouble:
             return _Reply(201, self._registry.issue_registration_token(scope))
         if (method, item) == ("POST", "remove-token"):
             return _Reply(201, _new_token(self._token_lifetime))
+        if (method, item) == ("POST", "generate-jitconfig"):
+            return self._generate_jitconfig(
+                scope, body, f"{_RUNNER_DOCS}#create-configuration-for-a-just-in-time-runner-for-{article}"
+            )
         if method == "GET" and item and item.isdigit():
             runner = self._registry.get(scope, int(item))
             if runner is None:
@@ -783,6 +905,26 @@ class GitHubDouble:
                 return _error(422, f'Bad request - Runner "{name}" is still running a job"', documentation_url)
             return _Reply(204)
         return _error(404, "Not Found")
+
+    def _generate_jitconfig(self, scope: str, body: bytes, documentation_url: str) -> _Reply:
+        """A registration made offline now, and the opaque config with which exactly one runner can connect."""
+        try:
+            payload = json.loads(body or b"null")
+        except ValueError:
+            return _error(400, "Problems parsing JSON", documentation_url)
+        errors = _jit_request_errors(payload)
+        if errors:
+            return _error(422, "Validation Failed", documentation_url, errors)
+        if payload["runner_group_id"] != _DEFAULT_RUNNER_GROUP_ID:
+            return _error(404, "Not Found", documentation_url)
+        created = self._registry.create_jit(scope, payload["name"], payload["labels"])
+        if created is None:
+            message = f"Already exists - A runner with the name {payload['name']} already exists."
+            return _error(409, message, documentation_url)
+        runner, secret = created
+        config = {"server": self.url, "scope": scope, "runner_id": runner["id"], "secret": secret}
+        encoded = base64.b64encode(json.dumps(config).encode()).decode()
+        return _Reply(201, {"runner": runner, "encoded_jit_config": encoded})
 
     def _list_runners(self, scope: str, query: str) -> _Reply:
         parameters = dict(parse_qsl(query))

@@ -1,7 +1,8 @@
 """The simulated runner: what the actions-runner image does inside a pod, enough to exercise the provider.
 
-It boots from the pod's environment (``RUNNER_TOKEN`` resolved from the Secret by the Kubernetes double),
-registers with the GitHub double as ``config.sh`` would, takes jobs, exits when its registration is removed,
+It boots from the pod's environment (``RUNNER_TOKEN`` or ``RUNNER_JITCONFIG`` resolved from the Secret by the
+Kubernetes double), registers with the GitHub double as ``config.sh`` would or connects with its just-in-time
+config as ``run.sh --jitconfig`` does, takes jobs, exits when its registration is removed,
 and — like a real runner whose pod is deleted mid-job — loses its job if it is stopped while busy. Those losses
 are recorded in ``jobs_killed``: the number the provider must keep at zero.
 """
@@ -70,7 +71,9 @@ class SimulatedRunners:
         runner = _RunnerProcess(process)
         with self._lock:
             self._running[(process.namespace, process.name)] = runner
-        if {"RUNNER_NAME", "RUNNER_TOKEN", "GITHUB_URL"} <= process.env.keys():
+        if {"RUNNER_NAME", "RUNNER_JITCONFIG", "GITHUB_URL"} <= process.env.keys():
+            _after(self._boot_seconds, self._connect_jit, runner)
+        elif {"RUNNER_NAME", "RUNNER_TOKEN", "GITHUB_URL"} <= process.env.keys():
             _after(self._boot_seconds, self._register, runner)
 
     def terminate(self, process: PodProcess) -> None:
@@ -100,8 +103,23 @@ class SimulatedRunners:
             )
         except RegistrationRefused as refused:
             # config.sh fails and the container exits non-zero, as a real one does with an expired token.
-            self.registrations_refused.append((env["RUNNER_NAME"], str(refused)))
-            runner.exit(1)
+            self._refused(runner, refused)
+
+    def _connect_jit(self, runner: _RunnerProcess) -> None:
+        """A just-in-time runner is registered already (ephemeral, named and labelled by GitHub): it only connects."""
+        env = runner.process.env
+        try:
+            runner.runner_id = self._github.connect_jit_runner(
+                github_url=env["GITHUB_URL"], encoded_jit_config=env["RUNNER_JITCONFIG"], listener=_Listener(runner)
+            )
+        except RegistrationRefused as refused:
+            # run.sh fails on a config used already or of a registration removed, and the container exits 1.
+            self._refused(runner, refused)
+
+    def _refused(self, runner: _RunnerProcess, refused: RegistrationRefused) -> None:
+        """The refusal's message never quotes the credential, so it may be recorded and logged."""
+        self.registrations_refused.append((runner.process.env["RUNNER_NAME"], str(refused)))
+        runner.exit(1)
 
 
 def _after(seconds: float, action: Callable[..., None], *args: object) -> None:
