@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from actions_runners_simulator.github_double import GitHubDouble
-from pulumi_actions_runners.github_client import GitHubClient, GitHubError, GitHubRateLimited, RemoveOutcome
+from pulumi_actions_runners.github_budget import GitHubBudget, retry_after_seconds
+from pulumi_actions_runners.github_client import (
+    GitHubClient,
+    GitHubError,
+    GitHubRateLimited,
+    JitConfig,
+    RemoveOutcome,
+    RunnerNameTaken,
+)
 from pulumi_actions_runners.github_url import parse_github_url
 
 CREDENTIAL = "ghp_test"
@@ -27,19 +36,36 @@ def github() -> Iterator[GitHubDouble]:
     double.stop()
 
 
+class FakeClock:
+    """Time that passes only when the budget sleeps, so that rate-limit waits are recorded, not slept."""
+
+    def __init__(self) -> None:
+        self.elapsed, self.epoch, self.sleeps = 0.0, time.time(), []
+
+    def monotonic(self) -> float:
+        return self.elapsed
+
+    def now(self) -> float:
+        return self.epoch + self.elapsed
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.elapsed += seconds
+
+    def budget(self) -> GitHubBudget:
+        return GitHubBudget(now=self.now, monotonic=self.monotonic, sleep=self.sleep)
+
+
 def client(github: GitHubDouble, **kwargs) -> GitHubClient:
-    sleeps = kwargs.pop("sleeps", None)
-    if sleeps is not None:
-        kwargs["sleep"] = sleeps.append
     return GitHubClient(parse_github_url(f"{github.url}/octo-org/ci"), kwargs.pop("credential", CREDENTIAL), **kwargs)
 
 
 def waits_of_one_call(github: GitHubDouble) -> list[float]:
     """The rate-limit waits one registration-token call asks for, recorded instead of slept."""
-    sleeps: list[float] = []
-    with client(github, sleeps=sleeps) as gh:
+    clock = FakeClock()
+    with client(github, budget=clock.budget()) as gh:
         gh.create_registration_token()
-    return sleeps
+    return clock.sleeps
 
 
 def register(github: GitHubDouble, token: str, name: str) -> int:
@@ -86,6 +112,42 @@ def test_remove_runner_tells_removed_busy_and_gone_apart(github) -> None:
         assert gh.get_runner(idle) is None
 
 
+def test_generate_jitconfig_registers_a_just_in_time_runner(github) -> None:
+    with client(github) as gh:
+        config = gh.generate_jitconfig("jit-1", ["linux", "gpu"], work_folder="_w")
+
+    assert isinstance(config, JitConfig) and config.encoded_jit_config
+    [runner] = github.runners()
+    assert runner["id"] == config.runner_id and runner["name"] == "jit-1"
+    assert runner["ephemeral"] is True and runner["status"] == "offline"
+    assert {label["name"] for label in runner["labels"] if label["type"] == "custom"} == {"linux", "gpu"}
+    [call] = github.calls("POST")
+    assert call["path"] == "/repos/octo-org/ci/actions/runners/generate-jitconfig" and call["status"] == 201
+
+
+def test_generate_jitconfig_for_a_taken_name_raises_runner_name_taken(github) -> None:
+    with client(github) as gh:
+        gh.generate_jitconfig("jit-1", ["linux"])
+        with pytest.raises(RunnerNameTaken, match=r"409: Already exists - A runner with the name jit-1 already"):
+            gh.generate_jitconfig("jit-1", ["linux"])
+        with pytest.raises(GitHubError, match="404") as other_error:
+            gh.generate_jitconfig("jit-2", ["linux"], runner_group_id=2)  # the double knows group 1 only
+    assert not isinstance(other_error.value, RunnerNameTaken)
+
+
+def test_reprs_and_logs_never_show_the_credential_or_the_jit_config(github, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    github.fail_next(403, retry_after=1, method="POST")
+    with client(github, budget=FakeClock().budget()) as gh:
+        config = gh.generate_jitconfig("jit-1", ["linux"])
+        grant = gh.create_registration_token()
+        shown = " ".join([repr(gh), repr(gh._budget), repr(config), repr(grant), caplog.text])
+    assert "pausing every request" in caplog.text, "the rate limit was logged"
+    assert str(config.runner_id) in repr(config)
+    for secret in (CREDENTIAL, config.encoded_jit_config, grant.token):
+        assert secret not in shown
+
+
 def test_server_errors_are_retried_with_backoff(github) -> None:
     github.fail_next(503, count=2)
     with client(github) as gh:
@@ -129,13 +191,14 @@ def test_a_secondary_limit_without_retry_after_waits_a_minute_then_longer(github
 
 def test_a_rate_limit_longer_than_the_wait_budget_fails_and_says_so(github) -> None:
     github.fail_next(429, retry_after=600)
-    sleeps: list[float] = []
+    clock = FakeClock()
     with (
-        client(github, sleeps=sleeps, max_rate_limit_wait=60) as gh,
-        pytest.raises(GitHubRateLimited, match=r"retry-after.*600 s more would pass the 60 s"),
+        client(github, budget=clock.budget(), max_rate_limit_wait=60) as gh,
+        pytest.raises(GitHubRateLimited, match=r"answered 429: .*retry-after.*600 s more would pass the 60 s"),
     ):
         gh.create_registration_token()
-    assert sleeps == []
+    assert clock.sleeps == []
+    assert len(github.calls()) == 1
 
 
 def test_bad_credentials_fail_at_once(github) -> None:
@@ -147,7 +210,5 @@ def test_bad_credentials_fail_at_once(github) -> None:
 
 
 def test_retry_after_may_be_an_http_date() -> None:
-    from pulumi_actions_runners.github_client import _retry_after_seconds
-
-    assert _retry_after_seconds("120", now=0) == 120
-    assert _retry_after_seconds("Wed, 02 Dec 2026 18:00:30 GMT", now=1796234400.0) == 30
+    assert retry_after_seconds("120", now=0) == 120
+    assert retry_after_seconds("Wed, 02 Dec 2026 18:00:30 GMT", now=1796234400.0) == 30

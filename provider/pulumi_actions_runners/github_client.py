@@ -1,24 +1,26 @@
 """GitHub's self-hosted runner REST API, over ``requests``.
 
-Transient failures (connection errors, timeouts, 5xx) are retried by urllib3's ``Retry`` with backoff; rate
-limits are waited out here, the way GitHub documents them: ``retry-after`` first, then an exhausted primary
-budget until ``x-ratelimit-reset``, else a minute doubling each time. Every wait is bounded and logged.
+Transient failures (connection errors, timeouts, 5xx) are retried by urllib3's ``Retry`` with backoff. Rate
+limits are a `GitHubBudget` shared by every client of the process with the same GitHub and credential: it
+paces requests to GitHub's documented limits and, when GitHub answers with a rate limit anyway
+(``retry-after`` first, then an exhausted primary budget until ``x-ratelimit-reset``, else a minute doubling
+each time), pauses every caller once; the refused request is then sent again. Every wait is bounded by
+``max_rate_limit_wait`` and logged once per pause.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from .github_budget import GitHubBudget, RateLimitWaitTooLong, shared_budget
 from .github_url import GitHubTarget
 
 log = logging.getLogger(__name__)
@@ -32,12 +34,18 @@ class GitHubError(Exception):
     """A GitHub answer that is neither success nor something we wait out."""
 
     def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"GitHub {method} {path} answered {status}: {message}")
-        self.status = status
+        outcome = f"answered {status}" if status else "was not sent"
+        super().__init__(f"GitHub {method} {path} {outcome}: {message}")
+        self.status = status  # 0 if the request was never sent
 
 
 class GitHubRateLimited(GitHubError):
     """The rate limit would need a longer wait than this client may spend."""
+
+
+class RunnerNameTaken(GitHubError):
+    """generate-jitconfig's 409: a runner of that name is registered in the scope already (possibly by an
+    earlier attempt of the same call whose answer was lost)."""
 
 
 class RemoveOutcome(enum.Enum):
@@ -50,8 +58,17 @@ class RemoveOutcome(enum.Enum):
 
 @dataclass(frozen=True)
 class RegistrationGrant:
-    token: str
+    token: str = field(repr=False)
     expires_at: str
+
+
+@dataclass(frozen=True)
+class JitConfig:
+    """A just-in-time runner's registration and the config with which ``./run.sh --jitconfig`` connects it
+    once. The config is a credential: it never appears in the repr."""
+
+    runner_id: int
+    encoded_jit_config: str = field(repr=False)
 
 
 class GitHubClient:
@@ -65,20 +82,20 @@ class GitHubClient:
         timeout: float = 10.0,
         retries: int = 4,
         max_rate_limit_wait: float = 900.0,
-        sleep: Callable[[float], None] = time.sleep,
-        now: Callable[[], float] = time.time,
+        budget: GitHubBudget | None = None,
     ) -> None:
+        """``budget`` defaults to the process's one budget for this GitHub and credential (`shared_budget`);
+        ``max_rate_limit_wait`` bounds what one call may wait for it, rate-limit pauses included."""
         self.target = target
         self._timeout = timeout
         self._max_rate_limit_wait = max_rate_limit_wait
-        self._sleep = sleep
-        self._now = now
+        self._budget = budget if budget is not None else shared_budget(target.api_url, credential)
         retry = Retry(
             total=retries,
             backoff_factor=0.5,
             status_forcelist=(500, 502, 503, 504),
             allowed_methods=None,  # every call here is safe to repeat (a second token, a second DELETE)
-            respect_retry_after_header=False,  # rate limits and their retry-after are waited out below, bounded
+            respect_retry_after_header=False,  # rate limits and their retry-after belong to the shared budget
             raise_on_status=False,
         )
         self._session = requests.Session()
@@ -92,6 +109,9 @@ class GitHubClient:
                 "Authorization": f"Bearer {credential}",
             }
         )
+
+    def __repr__(self) -> str:
+        return f"GitHubClient({self.target.url!r})"  # never the credential
 
     def close(self) -> None:
         self._session.close()
@@ -107,6 +127,19 @@ class GitHubClient:
     def create_registration_token(self) -> RegistrationGrant:
         body = self._expect(201, "POST", f"{self.target.runners_path}/registration-token").json()
         return RegistrationGrant(token=body["token"], expires_at=body["expires_at"])
+
+    def generate_jitconfig(
+        self, name: str, labels: Sequence[str], *, runner_group_id: int = 1, work_folder: str = "_work"
+    ) -> JitConfig:
+        """Register a just-in-time (ephemeral, offline until it connects) runner and get its config.
+        `RunnerNameTaken` if the name is registered already, which includes a retry after a lost answer."""
+        path = f"{self.target.runners_path}/generate-jitconfig"
+        body = {"name": name, "runner_group_id": runner_group_id, "labels": list(labels), "work_folder": work_folder}
+        response = self._request("POST", path, json=body)
+        if response.status_code == 409:
+            raise RunnerNameTaken("POST", path, 409, _message(response))
+        answer = self._check(201, response, "POST", path).json()
+        return JitConfig(runner_id=int(answer["runner"]["id"]), encoded_jit_config=answer["encoded_jit_config"])
 
     def list_runners(self, name: str | None = None) -> Iterator[dict[str, Any]]:
         """All runners of the scope (optionally of one name), following ``Link: rel="next"``."""
@@ -150,47 +183,31 @@ class GitHubClient:
         return response
 
     def _request(self, method: str, path_or_url: str, **kwargs: Any) -> requests.Response:
+        """Send through the shared budget; a rate-limited answer pauses every caller, then is sent again."""
         url = path_or_url if "://" in path_or_url else self.target.api_url + path_or_url
-        waited, attempt = 0.0, 0
+        path = url.removeprefix(self.target.api_url)
+        waited, limited_status = 0.0, 0
         while True:
-            response = self._session.request(method, url, timeout=self._timeout, **kwargs)
-            wait = self._rate_limit_wait(response, attempt)
-            if wait is None:
-                return response
-            delay, reason = wait
-            path = url.removeprefix(self.target.api_url)
-            if waited + delay > self._max_rate_limit_wait:
+            try:
+                with self._budget.request(method, path, max_wait=self._max_rate_limit_wait - waited) as permit:
+                    response = self._session.request(method, url, timeout=self._timeout, **kwargs)
+                    retries = getattr(response.raw, "retries", None)
+                    permit.extra_attempts = len(retries.history) if retries is not None else 0
+            except RateLimitWaitTooLong as error:
+                needed = "an unknown time" if error.needed is None else f"{error.needed:.0f} s"
                 raise GitHubRateLimited(
                     method,
                     path,
-                    response.status_code,
-                    f"rate limited ({reason}); waiting {delay:.0f} s more would pass the "
-                    f"{self._max_rate_limit_wait:.0f} s this call may wait (already waited {waited:.0f} s)",
-                )
-            log.warning("GitHub rate limit on %s %s (%s): waiting %.1f s", method, path, reason, delay)
-            self._sleep(delay)
-            waited, attempt = waited + delay, attempt + 1
-
-    def _rate_limit_wait(self, response: requests.Response, attempt: int) -> tuple[float, str] | None:
-        """How long GitHub asks us to wait, or None if this answer is not a rate limit."""
-        if response.status_code not in (403, 429):
-            return None
-        headers = response.headers
-        if "retry-after" in headers:
-            return _retry_after_seconds(headers["retry-after"], self._now()), "retry-after"
-        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
-            return max(0.0, float(headers["x-ratelimit-reset"]) - self._now()) + 1.0, "primary limit exhausted"
-        if response.status_code == 429 or "secondary rate limit" in _message(response):
-            return 60.0 * 2**attempt, "secondary limit without retry-after"
-        return None
-
-
-def _retry_after_seconds(value: str, now: float) -> float:
-    """``retry-after`` is seconds, or an HTTP date (RFC 9110)."""
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+                    limited_status,
+                    f"rate limited ({error.reason}); waiting {needed} more would pass the "
+                    f"{self._max_rate_limit_wait:.0f} s this call may wait "
+                    f"(already waited {waited + error.waited:.0f} s)",
+                ) from None
+            waited += permit.waited
+            message = _message(response) if response.status_code in (403, 429) else ""
+            if self._budget.observe(response.status_code, response.headers, message, permit=permit) is None:
+                return response
+            limited_status = response.status_code
 
 
 def _message(response: requests.Response) -> str:
