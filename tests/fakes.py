@@ -45,9 +45,10 @@ class FakeGitHub:
         self.runners[runner_id] = {"id": runner_id, "name": name}
         self.busy_until[runner_id] = self.clock.now + busy_for
 
-    def find_runner(self, name: str) -> dict[str, Any] | None:
+    def find_runner(self, name: str, max_age: float = 0.0) -> dict[str, Any] | None:
         self.journal.append(f"find {name}")
-        return next((r for r in self.runners.values() if r["name"] == name), None)
+        found = next((r for r in self.runners.values() if r["name"] == name), None)
+        return None if found is None else {**found, "busy": self.clock.now < self.busy_until[found["id"]]}
 
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
         if runner_id not in self.runners:

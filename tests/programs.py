@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actions_runners_simulator.simulator import Simulator
-from pulumi_actions_runners import RegistrationToken, Runner
+from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
 
 
 def token_and_runners(sim: Simulator, count: int = 1, **runner_args: Any) -> Callable[[], None]:
@@ -37,6 +37,40 @@ def runner_with_token(sim: Simulator, registration_token: str, **runner_args: An
             github_url=sim.repo_url,
             namespace="actions-runners",
             registration_token=registration_token,
+            github_token=sim.credential,
+            kubeconfig=str(sim.kubeconfig),
+            **{"grace_period_seconds": 0.5, **runner_args},
+        )
+
+    return program
+
+
+def token_and_pool(sim: Simulator, token: str | None = None, **pool_args: Any) -> Callable[[], None]:
+    """One RunnerPool named ``pool``: with ``token`` given, it registers with it (to rotate it at will)."""
+
+    def program() -> None:
+        RunnerPool(
+            "pool",
+            github_url=sim.repo_url,
+            namespace="actions-runners",
+            registration_token=token,
+            github_token=sim.credential,
+            kubeconfig=str(sim.kubeconfig),
+            **{"pool_name": "pool", "grace_period_seconds": 0.3, "replicas": 3, "max_unavailable": "100%", **pool_args},
+        )
+
+    return program
+
+
+def jit_runner(sim: Simulator, **runner_args: Any) -> Callable[[], None]:
+    """One just-in-time Runner: no registration token, a config of its own from GitHub."""
+
+    def program() -> None:
+        Runner(
+            "runner",
+            github_url=sim.repo_url,
+            namespace="actions-runners",
+            jit_config=True,
             github_token=sim.credential,
             kubeconfig=str(sim.kubeconfig),
             **{"grace_period_seconds": 0.5, **runner_args},

@@ -116,3 +116,47 @@ def test_bad_config_is_a_check_failure_naming_the_property(stack: PulumiWorkspac
     assert "grace_period_seconds" in output and "from 0 to 3600" in output, output
     assert "Traceback" not in output
     assert sim.github.calls() == []
+
+
+def test_a_pool_rotates_in_one_update_and_a_failed_update_fails_up_with_the_state_kept(
+    cli_dir: Path, sim: Simulator
+) -> None:
+    with PulumiWorkspace(ROOT, cli_dir) as stack:
+        config = sim.stack_config(runners=3, grace_period_seconds=1, pool=True) | {"maxUnavailable": "100%"}
+        stack.new_stack(config=config, secrets={"githubToken": sim.credential})
+        stack.run("up", "--yes")
+        before = pool_outputs(stack)
+        assert len(before["runners"]) == 3 and before["problems"] == []
+
+        stack.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
+        preview = stack.run("preview").stdout
+        assert (
+            "~  pulumi-python:dynamic/actions-runners:RunnerPool pool update [diff: ~registration_token,token_hash]"
+            in (preview)
+        ), preview
+        sim.github.start_job(before["runners"][0]["name"], 4.0)
+        stack.run("up", "--yes")
+        after = pool_outputs(stack)
+        assert {r["token_hash"] for r in after["runners"]} == {after["token_hash"]} != {before["token_hash"]}
+        assert sim.runners.jobs_killed == []
+
+        stack.run("config", "set", "tokenRefreshBeforeSeconds", "0")
+        stack.run("config", "set", "runners", "4")
+        sim.kube.fail_next("POST", r"/pods$", 500, count=5)  # the first try and the client's 4 retries
+        failed = stack.run("up", "--yes", check=False)
+        output = failed.stdout + failed.stderr
+        assert failed.returncode != 0 and "did not converge" in output and "pool-" in output, output
+        assert "Traceback" not in output, output
+        kept = pool_outputs(stack)
+        assert [r["name"] for r in kept["runners"]] == [r["name"] for r in after["runners"]]
+        assert kept["problems"], kept
+
+        stack.run("up", "--yes")
+        assert len(pool_outputs(stack)["runners"]) == 4
+        stack.run("destroy", "--yes")
+        assert sim.kube.pods(NAMESPACE) == [] and sim.github.runners() == []
+
+
+def pool_outputs(stack: PulumiWorkspace) -> dict:
+    state = json.loads(stack.run("stack", "export").stdout)
+    return next(r["outputs"] for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerPool"))

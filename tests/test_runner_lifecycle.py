@@ -6,12 +6,17 @@ the engine decides), so the provider sees exactly what a real ``pulumi up`` woul
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
+from pulumi_actions_runners.github_client import GitHubClient
+from pulumi_actions_runners.github_url import parse_github_url
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, core_api, events_for, new_token, outputs, secret_token, sha256
-from tests.programs import runner_with_token, token_and_runners
+from tests.programs import jit_runner, runner_with_token, token_and_runners
 
 
 def test_up_creates_runners_registered_with_github_whose_pods_read_the_token_from_a_secret(sim, engine) -> None:
@@ -276,3 +281,29 @@ def test_a_runner_whose_name_is_taken_by_a_live_pod_leaves_that_pod_and_its_secr
     assert secret_token(sim, "shared-name-registration") == first
     pod = sim.kube.pod(NAMESPACE, "shared-name")
     assert pod["status"]["phase"] == "Running" and "deletionTimestamp" not in pod["metadata"]
+
+
+def test_a_just_in_time_runner_gets_its_own_config_through_a_secret_even_after_a_lost_response(sim) -> None:
+    name = "jit-runner"
+    with GitHubClient(parse_github_url(sim.repo_url), sim.credential) as github:
+        lost = github.generate_jitconfig(name, ["self-hosted"])  # GitHub registered it; the answer never came back
+
+    with MiniEngine(ROOT) as engine:
+        engine.up(jit_runner(sim, runner_name=name))
+        out = outputs(engine, "runner")
+
+        registered = {r["name"]: r for r in sim.github.runners()}
+        assert registered[name]["id"] == out["runner_id"] != lost.runner_id
+        assert registered[name]["status"] == "online"
+        jit_calls = sim.github.calls("POST", "/generate-jitconfig$")
+        assert [c["status"] for c in jit_calls] == [201, 409, 201]
+        secret = sim.kube.secret(NAMESPACE, out["secret_name"])
+        config = base64.b64decode(secret["data"]["jitconfig"]).decode()
+        env = {e["name"]: e for e in sim.kube.pod(NAMESPACE, out["pod_name"])["spec"]["containers"][0]["env"]}
+        assert env["RUNNER_JITCONFIG"]["valueFrom"]["secretKeyRef"]["name"] == out["secret_name"]
+        assert "RUNNER_TOKEN" not in env
+        assert config not in json.dumps(engine.export())
+        assert config not in json.dumps(sim.kube.pod(NAMESPACE, out["pod_name"]))
+
+        engine.destroy()
+    assert sim.github.runners() == [] and sim.kube.pods(NAMESPACE) == []

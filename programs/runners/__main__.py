@@ -6,12 +6,15 @@ pulumi config set runners 3                          # optional
 pulumi config set kubeconfig ~/.kube/config          # optional: else KUBECONFIG / in-cluster
 pulumi config set createNamespace false              # optional: the namespace already exists
 pulumi config set tokenRefreshBeforeSeconds 1800     # optional: renew the token when it expires sooner
+pulumi config set pool true                          # optional: one RunnerPool instead of separate Runners
+pulumi config set maxUnavailable 25%                 # optional (pool): how many may be out of service at once
+pulumi config set jitConfig true                     # optional: just-in-time configs instead of a token
 """
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from pulumi_actions_runners import RegistrationToken, Runner
+from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
 
 config = pulumi.Config()
 github_url = config.require("githubUrl")
@@ -32,28 +35,37 @@ if config.get_bool("createNamespace") is not False:
     )
     depends_on.append(namespace)
 
-refresh_before_seconds = config.get_float("tokenRefreshBeforeSeconds")
-token = RegistrationToken(
-    "registration",
-    github_url=github_url,
-    github_token=github_token,
-    refresh_before_seconds=1800 if refresh_before_seconds is None else refresh_before_seconds,
-)
-
-runners = [
-    Runner(
-        f"runner-{index}",
+settings = {
+    "github_url": github_url,
+    "namespace": namespace_name,
+    "labels": labels,
+    "grace_period_seconds": 30 if grace_period_seconds is None else grace_period_seconds,
+    "github_token": github_token,
+    "kubeconfig": kubeconfig,
+    "opts": pulumi.ResourceOptions(depends_on=depends_on),
+}
+jit_config = config.get_bool("jitConfig") is True
+token = None
+if not jit_config:
+    refresh_before_seconds = config.get_float("tokenRefreshBeforeSeconds")
+    token = RegistrationToken(
+        "registration",
         github_url=github_url,
-        namespace=namespace_name,
-        registration_token=token.token,
-        labels=labels,
-        grace_period_seconds=30 if grace_period_seconds is None else grace_period_seconds,
         github_token=github_token,
-        kubeconfig=kubeconfig,
-        opts=pulumi.ResourceOptions(depends_on=depends_on),
+        refresh_before_seconds=1800 if refresh_before_seconds is None else refresh_before_seconds,
     )
-    for index in range(runner_count)
-]
+    pulumi.export("token_expires_at", token.expires_at)
 
-pulumi.export("token_expires_at", token.expires_at)
-pulumi.export("runners", [runner.runner_name for runner in runners])
+credential = {"registration_token": token.token if token else None, "jit_config": jit_config}
+if config.get_bool("pool"):
+    pool = RunnerPool(
+        "pool",
+        replicas=runner_count,
+        max_unavailable=config.get("maxUnavailable") or "25%",
+        **credential,
+        **settings,
+    )
+    pulumi.export("runners", pool.runners.apply(lambda runners: [runner["name"] for runner in runners]))
+else:
+    runners = [Runner(f"runner-{index}", **credential, **settings) for index in range(runner_count)]
+    pulumi.export("runners", [runner.runner_name for runner in runners])

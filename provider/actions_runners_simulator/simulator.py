@@ -7,6 +7,8 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from pulumi_actions_runners.github_budget import WINDOW_ENV
+
 from .github_double import GitHubDouble
 from .kube_double import KubeDouble
 from .runner import SimulatedRunners
@@ -27,8 +29,17 @@ class Simulator:
         stop_seconds: float = 0.05,
         namespaces: tuple[str, ...] = ("actions-runners",),
         workdir: str | Path | None = None,
+        time_scale: float = 1.0,
     ) -> None:
-        self.github = GitHubDouble(credentials=(CREDENTIAL,), token_lifetime=token_lifetime)
+        """``time_scale`` shrinks GitHub's rate-limit minute and hour (the limits stay GitHub's), so that a
+        benchmark with grace periods scaled down by the same factor meets the budget as a real fleet would."""
+        self.github = GitHubDouble(
+            credentials=(CREDENTIAL,),
+            token_lifetime=token_lifetime,
+            window_seconds=60.0 / time_scale,
+            rate_limit_window_seconds=3600.0 / time_scale,
+        )
+        self.provider_env = {WINDOW_ENV: str(60.0 / time_scale)}  # the provider paces itself to the same minute
         self.runners = SimulatedRunners(self.github, boot_seconds=boot_seconds, stop_seconds=stop_seconds)
         self.kube = KubeDouble(self.runners, schedule_delay=schedule_delay)
         self.credential = CREDENTIAL
@@ -41,7 +52,7 @@ class Simulator:
         """The config.sh ``--url`` of the simulated repository."""
         return f"{self.github.url}/{OWNER}/{REPOSITORY}"
 
-    def stack_config(self, *, runners: int, grace_period_seconds: float) -> dict[str, str]:
+    def stack_config(self, *, runners: int, grace_period_seconds: float, pool: bool = False) -> dict[str, str]:
         """The `pulumi config` of programs/runners for this simulator. Its namespace exists already, and the
         program leaves the pulumi_kubernetes namespace out: that provider's plugin cannot be fetched here."""
         return {
@@ -52,6 +63,7 @@ class Simulator:
             "runners": str(runners),
             "gracePeriodSeconds": str(grace_period_seconds),
             "tokenRefreshBeforeSeconds": "0",
+            "pool": str(pool).lower(),
         }
 
     def start(self) -> Simulator:

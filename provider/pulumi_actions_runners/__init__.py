@@ -1,5 +1,5 @@
 """Self-hosted GitHub Actions runners on Kubernetes as Pulumi resources."""
 
-from .resources import RegistrationToken, Runner
+from .resources import RegistrationToken, Runner, RunnerPool, RunnerPoolNotConverged
 
-__all__ = ["RegistrationToken", "Runner"]
+__all__ = ["RegistrationToken", "Runner", "RunnerPool", "RunnerPoolNotConverged"]

@@ -6,6 +6,7 @@ else the in-cluster service account: the client library reads ``KUBECONFIG`` onl
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -15,6 +16,7 @@ from urllib3.util.retry import Retry
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds: an API server that never answers must not hang a call
+CONNECTION_POOL_SIZE = 64  # a pool rotates hundreds of runners from as many threads; the default is 5 x cores
 
 
 class PodAlreadyExists(Exception):
@@ -31,6 +33,7 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
         respect_retry_after_header=False,  # a Retry-After would be an unbounded wait; backoff is bounded
         raise_on_status=False,
     )
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG)
     if kubeconfig or os.path.exists(path.split(os.pathsep)[0]):
         return config.new_client_from_config(config_file=path, persist_config=False, client_configuration=configuration)
@@ -81,6 +84,11 @@ class KubeClient:
                 return None
             raise
 
+    def list_pods(self, namespace: str, label_selector: str) -> list[client.V1Pod]:
+        return self._core.list_namespaced_pod(
+            namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+        ).items
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise."""
         try:
@@ -97,6 +105,17 @@ class KubeClient:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+def describe(error: Exception) -> str:
+    """An ApiException's str() is headers and body; a user needs the status and the API server's message."""
+    if not isinstance(error, ApiException):
+        return str(error)
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except ValueError:
+        message = None
+    return f"Kubernetes answered {error.status} {error.reason}" + (f": {message}" if message else "")
 
 
 def pod_finished(pod: client.V1Pod) -> bool:

@@ -1,18 +1,25 @@
 """The Secret and Pod of one runner.
 
-The registration token lives only in the Secret; the container reads it through ``secretKeyRef`` so that no
-token is written into a pod spec (where ``kubectl get pod -o yaml`` and every controller would see it).
+The runner's credential (a registration token, or a just-in-time config) lives only in the Secret; the
+container reads it through ``secretKeyRef`` so that none is written into a pod spec (where ``kubectl get pod
+-o yaml`` and every controller would see it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_IMAGE = "ghcr.io/actions/actions-runner:2.329.0"
 TOKEN_KEY = "token"
+JIT_CONFIG_KEY = "jitconfig"
+JIT_TOKEN_HASH = "jit"  # what a just-in-time runner's pod carries for a token hash: it has no token
 MANAGED_BY = "pulumi-actions-runners"
 TOKEN_HASH_ANNOTATION = "actions-runners.pulumi.io/token-hash"
+RUNNER_LABEL = "actions-runners.pulumi.io/runner"
+POOL_LABEL = "actions-runners.pulumi.io/pool"
 TERMINATION_GRACE_SECONDS = 30
 
 # The runner image's own scripts, configured from the environment (the token never appears in the spec).
@@ -23,6 +30,14 @@ if [ "$RUNNER_EPHEMERAL" = "true" ]; then flags="--ephemeral"; fi
 ./config.sh --unattended --replace --work _work --url "$GITHUB_URL" --token "$RUNNER_TOKEN" \\
   --name "$RUNNER_NAME" ${RUNNER_LABELS:+--labels "$RUNNER_LABELS"} $flags
 unset RUNNER_TOKEN  # jobs inherit the runner's environment; the token must not reach them
+exec ./run.sh
+"""
+# A just-in-time runner is registered already: run.sh reads its config from ACTIONS_RUNNER_INPUT_JITCONFIG,
+# which the runner clears from its environment before any job starts (as ARC's runners do).
+JIT_RUNNER_COMMAND = """set -eu
+cd /home/runner
+export ACTIONS_RUNNER_INPUT_JITCONFIG="$RUNNER_JITCONFIG"
+unset RUNNER_JITCONFIG
 exec ./run.sh
 """
 
@@ -37,7 +52,15 @@ class RunnerSpec:
     labels: tuple[str, ...]
     ephemeral: bool
     image: str
-    token_hash: str
+    token_hash: str  # JIT_TOKEN_HASH for a just-in-time runner
+    jit_config: bool = False
+    pool: str = ""  # the RunnerPool it belongs to, if any
+
+    @property
+    def spec_hash(self) -> str:
+        """What the pod is made of, apart from its name and token: a pool replaces runners whose hash differs."""
+        fields = [self.github_url, sorted(self.labels), self.ephemeral, self.image, self.jit_config]
+        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
     @property
     def pod_name(self) -> str:
@@ -52,28 +75,39 @@ def _labels(spec: RunnerSpec) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "actions-runner",
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        "actions-runners.pulumi.io/runner": spec.runner_name,
+        RUNNER_LABEL: spec.runner_name,
+        **({POOL_LABEL: spec.pool} if spec.pool else {}),
     }
 
 
-def secret_manifest(spec: RunnerSpec, registration_token: str) -> dict[str, Any]:
+def secret_manifest(spec: RunnerSpec, credential: str) -> dict[str, Any]:
+    """``credential`` is the registration token, or the encoded just-in-time config."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": {"name": spec.secret_name, "namespace": spec.namespace, "labels": _labels(spec)},
-        "stringData": {TOKEN_KEY: registration_token},
+        "stringData": {JIT_CONFIG_KEY if spec.jit_config else TOKEN_KEY: credential},
     }
 
 
+def _from_secret(spec: RunnerSpec, name: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": spec.secret_name, "key": key}}}
+
+
 def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "RUNNER_NAME", "value": spec.runner_name},
-        {"name": "RUNNER_TOKEN", "valueFrom": {"secretKeyRef": {"name": spec.secret_name, "key": TOKEN_KEY}}},
-        {"name": "RUNNER_LABELS", "value": ",".join(spec.labels)},
-        {"name": "RUNNER_EPHEMERAL", "value": "true" if spec.ephemeral else "false"},
         {"name": "GITHUB_URL", "value": spec.github_url},
     ]
+    if spec.jit_config:  # name, labels and ephemerality were given to GitHub with the config
+        env.append(_from_secret(spec, "RUNNER_JITCONFIG", JIT_CONFIG_KEY))
+    else:
+        env += [
+            _from_secret(spec, "RUNNER_TOKEN", TOKEN_KEY),
+            {"name": "RUNNER_LABELS", "value": ",".join(spec.labels)},
+            {"name": "RUNNER_EPHEMERAL", "value": "true" if spec.ephemeral else "false"},
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -92,7 +126,7 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
                 {
                     "name": "runner",
                     "image": spec.image,
-                    "command": ["/bin/bash", "-c", RUNNER_COMMAND],
+                    "command": ["/bin/bash", "-c", JIT_RUNNER_COMMAND if spec.jit_config else RUNNER_COMMAND],
                     "env": env,
                 }
             ],

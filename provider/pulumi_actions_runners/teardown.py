@@ -3,8 +3,9 @@
 States, in order (each one safe to repeat after a crash, so a re-run Delete finishes the job):
 
 UNREGISTERING  RemoveRunner until GitHub answers 204 or 404. A 422 means the runner is running a job: its pod is
-               left alone and the call repeated with backoff until ``unregister_timeout_seconds``, then
-               RunnerStillBusy — the resource stays in state and nothing is lost. RemoveRunner is the only
+               left alone, and the call repeated once the shared listing shows the runner idle, until
+               ``unregister_timeout_seconds``, then RunnerStillBusy — the resource stays in state and nothing
+               is lost. RemoveRunner is the only
                race-free busy check: once it succeeds, GitHub gives the runner no further job. Then the
                Secret goes, so the container cannot start again with the token.
 GRACE          wait out ``grace_period_seconds`` so the unregistered runner can exit by itself (skipped when its
@@ -29,8 +30,8 @@ from .kube_client import pod_finished
 
 log = logging.getLogger(__name__)
 
-BUSY_RETRY_FIRST_SECONDS = 2.0
-BUSY_RETRY_MAX_SECONDS = 30.0
+BUSY_POLL_FIRST_SECONDS = 0.5
+BUSY_POLL_MAX_SECONDS = 5.0
 POD_POLL_FIRST_SECONDS = 0.1
 POD_POLL_MAX_SECONDS = 1.0
 FORCED_DELETION_TIMEOUT_SECONDS = 30.0
@@ -53,8 +54,32 @@ class WaitTimedOut(Exception):
 
 
 class RunnerRegistry(Protocol):
-    def find_runner(self, name: str) -> dict[str, Any] | None: ...
+    def find_runner(self, name: str, max_age: float = 0.0) -> dict[str, Any] | None:
+        """The registration of this name, from a listing at most ``max_age`` seconds old."""
+        ...
+
     def remove_runner(self, runner_id: int) -> RemoveOutcome: ...
+
+
+class Permits(Protocol):
+    """How many runners may be out of service at once (a pool's max_unavailable): a permit is taken before a
+    RemoveRunner that may succeed, and given back when GitHub says the runner is busy after all."""
+
+    def acquire(self, timeout: float) -> bool: ...
+    def release(self) -> None: ...
+
+
+class NoLimit:
+    """A lone Runner: nothing to count."""
+
+    def acquire(self, timeout: float) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+
+NO_LIMIT = NoLimit()
 
 
 class PodApi(Protocol):
@@ -97,17 +122,25 @@ def tear_down_runner(
     pods: PodApi,
     clock: Clock,
     timeouts: TeardownTimeouts,
+    permits: Permits = NO_LIMIT,
+    pod_running: bool | None = None,
 ) -> TeardownReport:
+    """Once the runner is unregistered it holds one of ``permits``, which the caller gives back when its
+    replacement is up (or has failed). ``pod_running``: known from a listing of pods, else read."""
     # Judged before unregistering: a runner that exits on its own right after the 204 still gets its grace.
-    pod = pods.read_pod(runner.namespace, runner.pod_name)
-    pod_was_running = pod is not None and not pod_finished(pod)
+    if pod_running is None:
+        pod = pods.read_pod(runner.namespace, runner.pod_name)
+        pod_running = pod is not None and not pod_finished(pod)
 
     report = TeardownReport(states=[TeardownState.UNREGISTERING])
-    report.busy_answers = _unregister(runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds)
+    report.busy_answers = _unregister(
+        runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits
+    )
+    unregistered_at = clock.monotonic()  # the grace period counts from here
     # Without its Secret the container cannot start again, so it cannot register again with the token.
     pods.delete_secret(runner.namespace, runner.secret_name)
 
-    if pod_was_running and timeouts.grace_period_seconds > 0:
+    if pod_running and timeouts.grace_period_seconds > 0:
         report.states.append(TeardownState.GRACE)
         log.info(
             "runner %s unregistered; waiting out its %.1f s grace period before deleting pod %s/%s",
@@ -116,14 +149,14 @@ def tear_down_runner(
             runner.namespace,
             runner.pod_name,
         )
-        clock.sleep(timeouts.grace_period_seconds)
+        clock.sleep(max(unregistered_at + timeouts.grace_period_seconds - clock.monotonic(), 0.0))
         report.grace_waited_seconds = timeouts.grace_period_seconds
 
     if not runner.ephemeral:
         # A persistent runner's container may have restarted (before its Secret went) and registered again, and
         # even taken a job: that registration gets the same 422 guard before its pod is touched.
         report.states.append(TeardownState.SWEEPING)
-        report.busy_answers += _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds)
+        report.busy_answers += _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT)
 
     report.states.append(TeardownState.DELETING_POD)
     pods.delete_pod(runner.namespace, runner.pod_name)
@@ -141,14 +174,29 @@ def tear_down_runner(
     return report
 
 
+def unregister_by_name(runner: RunnerLocation, github: RunnerRegistry, clock: Clock, timeout: float) -> int:
+    """The registration under the runner's name, unregistered with the busy guard (none: nothing to do)."""
+    return _unregister(runner, None, github, clock, timeout, NO_LIMIT)
+
+
 def _unregister(
-    runner: RunnerLocation, runner_id: int | None, github: RunnerRegistry, clock: Clock, timeout: float
+    runner: RunnerLocation,
+    runner_id: int | None,
+    github: RunnerRegistry,
+    clock: Clock,
+    timeout: float,
+    permits: Permits,
 ) -> int:
-    """RemoveRunner until it is done (None: look the id up by name); returns how often GitHub said busy."""
+    """RemoveRunner until it is done (None: look the id up by name), holding a permit once it is; returns how
+    often GitHub said busy."""
     looked_up = False
     busy_answers = 0
     deadline = clock.monotonic() + timeout
-    delay = BUSY_RETRY_FIRST_SECONDS
+    if not permits.acquire(timeout):
+        raise WaitTimedOut(
+            f"runner {runner.runner_name} waited {timeout:.0f} s (unregister_timeout_seconds) for one of the "
+            "other runners being replaced to come back (max_unavailable); it was left running"
+        )
     while True:
         if runner_id is None:
             if looked_up:
@@ -166,6 +214,30 @@ def _unregister(
             runner_id = None
             continue
         busy_answers += 1
+        permits.release()  # a busy runner stays in service: another one may be taken out meanwhile
+        _wait_until_idle(runner, github, clock, deadline, timeout)
+        if not permits.acquire(max(deadline - clock.monotonic(), 0.0)):
+            raise RunnerStillBusy(
+                f"runner {runner.runner_name} was busy, and then no other runner came back (max_unavailable) "
+                f"within {timeout:.0f} s (unregister_timeout_seconds); its pod was left running"
+            )
+
+
+def _wait_until_idle(
+    runner: RunnerLocation, github: RunnerRegistry, clock: Clock, deadline: float, timeout: float
+) -> None:
+    """Until the listing shows the runner idle (or gone): a page of it costs 1 point for up to 100 runners and
+    is shared by every runner waited on, where asking RemoveRunner again costs 5 for each. RemoveRunner, asked
+    again afterwards, stays the guard: a job that starts in between gets another 422."""
+    log.info(
+        "runner %s is running a job (RemoveRunner answered 422); its pod is left alone until the job ends "
+        "(at most %.0f s more, of unregister_timeout_seconds %.0f s)",
+        runner.runner_name,
+        max(deadline - clock.monotonic(), 0.0),
+        timeout,
+    )
+    delay = BUSY_POLL_FIRST_SECONDS
+    while True:
         left = deadline - clock.monotonic()
         if left <= 0:
             raise RunnerStillBusy(
@@ -173,17 +245,11 @@ def _unregister(
                 f"(unregister_timeout_seconds); its pod {runner.namespace}/{runner.pod_name} was left running "
                 "and the resource stays in state. Run the update again once the job has finished."
             )
-        wait = min(delay, left)
-        log.info(
-            "runner %s is running a job (RemoveRunner answered 422); its pod is left alone; "
-            "retrying in %.1f s (%.0f s left of %.0f s)",
-            runner.runner_name,
-            wait,
-            left,
-            timeout,
-        )
-        clock.sleep(wait)
-        delay = min(delay * 2, BUSY_RETRY_MAX_SECONDS)
+        clock.sleep(min(delay, left))
+        found = github.find_runner(runner.runner_name, max_age=delay)
+        if found is None or not found.get("busy"):
+            return
+        delay = min(delay * 1.25, BUSY_POLL_MAX_SECONDS)
 
 
 def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> None:

@@ -112,3 +112,35 @@ def failures(inputs: dict[str, Any], rules: dict[str, Rule]) -> list[tuple[str, 
         if reason is not None:
             found.append((prop, reason))
     return found
+
+
+def count_between(minimum: int, maximum: int) -> Rule:
+    """A whole number (protobuf hands numbers over as floats: 3.0 is 3)."""
+
+    def rule(value: Any) -> str | None:
+        if _whole(value) and minimum <= value <= maximum:
+            return None
+        return f"{value!r} is not allowed: use a whole number from {minimum} to {maximum}"
+
+    return rule
+
+
+def count_or_percent(value: Any) -> str | None:
+    """A number of runners (at least 1), or a percentage of them such as "25%"."""
+    if _whole(value) and value >= 1:
+        return None
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit() and 1 <= int(value[:-1]) <= 100:
+        return None
+    return f'{value!r} is not allowed: use a whole number of runners (at least 1) or a percentage such as "25%"'
+
+
+def name_prefix(value: Any) -> str | None:
+    """A pool's name, to which its runners' names add "-<index>": a DNS label with room for the index."""
+    reason = dns_label(value)
+    if reason is None and len(value) > 57:
+        return f'{value!r} is too long: use at most 57 characters, leaving room for the runners\' "-<index>"'
+    return reason
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()

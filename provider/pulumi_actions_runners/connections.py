@@ -1,0 +1,55 @@
+"""The clients one provider call works with, made from the resource's inputs at call time.
+
+Nothing here is kept on a provider object, which Pulumi pickles into the state; what is shared between calls
+(the API budget, the runner directory) is shared per process and holds no credential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .credentials import github_credential
+from .github_client import GitHubClient, JitConfig, RemoveOutcome
+from .github_url import parse_github_url
+from .kube_client import KubeClient
+from .registrations import RunnerDirectory, shared_directory
+
+
+class SharedRunners:
+    """The GitHub calls the procedures make, with lookups by name answered from the listing that every caller
+    in this process shares (see registrations.py)."""
+
+    def __init__(self, github: GitHubClient, directory: RunnerDirectory) -> None:
+        self._github = github
+        self._directory = directory
+
+    def find_runner(self, name: str, max_age: float = 0.0) -> dict[str, Any] | None:
+        return self._directory.find(self._github, name, max_age=max_age)
+
+    def list_runners(self) -> Iterator[dict[str, Any]]:
+        return self._github.list_runners()
+
+    def remove_runner(self, runner_id: int) -> RemoveOutcome:
+        return self._github.remove_runner(runner_id)
+
+    def generate_jitconfig(self, name: str, labels: Sequence[str]) -> JitConfig:
+        return self._github.generate_jitconfig(name, labels)
+
+
+@dataclass
+class Connections:
+    github: GitHubClient
+    runners: SharedRunners
+    kube: KubeClient
+
+
+@contextmanager
+def connect(props: dict[str, Any]) -> Iterator[Connections]:
+    target = parse_github_url(props["github_url"])
+    credential = github_credential(props.get("github_token"))
+    directory = shared_directory(target.api_url, target.runners_path, credential)
+    with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
+        yield Connections(github, SharedRunners(github, directory), kube)

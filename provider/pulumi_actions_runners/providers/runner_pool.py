@@ -1,0 +1,181 @@
+"""Dynamic provider of RunnerPool: thin glue from Pulumi's calls to the pool's reconciliation (see pool.py).
+
+The pool is never replaced for a new token or spec: it is updated, and the update rotates its runners
+concurrently inside this one call. Update and Create never raise once they have touched anything: what they
+return must list exactly the runners that exist (a raise would keep the old list), so what went wrong is
+returned in ``problems``, which the RunnerPool resource turns into an error of the program.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from .. import validation
+from ..clock import SystemClock
+from ..connections import connect
+from ..logs import log_to_stderr
+from ..manifests import POOL_LABEL, TERMINATION_GRACE_SECONDS
+from ..pool import PoolResult, PoolRunner, PoolSpec, PoolTimeouts, reconcile_pool, tear_down_pool
+from ..runner_inputs import RULES, SETTINGS, SPEC_FIELDS, check_runner_inputs, runner_spec, stored
+
+POOL_RULES: dict[str, validation.Rule] = {
+    **RULES,
+    "pool_name": validation.name_prefix,
+    "replicas": validation.count_between(0, 1000),
+    "max_unavailable": validation.count_or_percent,
+}
+# Where the runners are and what they are called: a change makes a new pool (the old one is taken down first).
+REPLACE_ON = ("github_url", "namespace", "pool_name")
+# A change rotates runners (or adds and removes them) in an update of the pool.
+ROLL_ON = ("token_hash", *SPEC_FIELDS, "replicas", "max_unavailable")
+ENDED_PHASES = ("Succeeded", "Failed", "Gone")
+POD_GONE_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS + 60
+
+
+class RunnerPoolProvider(ResourceProvider):
+    def configure(self, _req: Any) -> None:
+        log_to_stderr()
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs, failures = check_runner_inputs(news, POOL_RULES)
+        return CheckResult(inputs, [CheckFailure(p, r) for p, r in failures])
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """No network call. Besides changed inputs, a pool whose last update did not converge (or whose runners a
+        refresh found ended) has changes, so that the next up finishes the work."""
+        replaces = [k for k in REPLACE_ON if validation.differs(stored(olds, k), news.get(k))]
+        changed = any(validation.differs(stored(olds, k), news.get(k)) for k in (*ROLL_ON, *SETTINGS))
+        changes = bool(replaces) or changed or not _converged(olds)
+        return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(f"{props['namespace']}/{props['pool_name']}", _reconcile(props, []))
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(_reconcile(news, [_pool_runner(r) for r in olds.get("runners") or []]))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        with connect(props) as clients:
+            problems = tear_down_pool(
+                _pool_spec(props),
+                [_pool_runner(r) for r in props.get("runners") or []],
+                clients.runners,
+                clients.kube,
+                SystemClock(),
+                _timeouts(props),
+            )
+        if problems:
+            raise RuntimeError(
+                f"{len(problems)} runners of pool {props['pool_name']} were not taken down (the pool stays in "
+                "state; run destroy again):\n" + "\n".join(problems)
+            )
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Each runner's registration and pod as they are now; one that has neither is gone from the list."""
+        with connect(props) as clients:
+            registered = {r["name"]: r for r in clients.github.list_runners()}
+            pods = {
+                pod.metadata.name: pod
+                for pod in clients.kube.list_pods(props["namespace"], f"{POOL_LABEL}={props['pool_name']}")
+            }
+        runners = []
+        for runner in props.get("runners") or []:
+            registration, pod = registered.get(runner["name"]), pods.get(runner["pod"])
+            if registration is None and pod is None:
+                continue
+            runners.append(
+                {
+                    **runner,
+                    "id": registration["id"] if registration else runner["id"],
+                    "status": registration["status"] if registration else None,
+                    "busy": registration["busy"] if registration else None,
+                    "pod_phase": pod.status.phase if pod is not None and pod.status else "Gone",
+                }
+            )
+        return ReadResult(id_, {**props, "runners": runners})
+
+
+def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, Any]:
+    spec = _pool_spec(props)
+    try:
+        with connect(props) as clients:
+            result = reconcile_pool(spec, current, clients.runners, clients.kube, SystemClock(), _timeouts(props))
+    except Exception as error:  # before any runner was touched (say, the cluster could not be reached)
+        result = PoolResult(runners=current, problems=[f"pool {spec.name}: {error}"])
+    return {
+        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS)},
+        "spec_hash": spec.template.spec_hash,
+        "runners": [_runner_output(spec, r) for r in result.runners],
+        "problems": result.problems,
+    }
+
+
+def _converged(olds: dict[str, Any]) -> bool:
+    runners = olds.get("runners") or []
+    return (
+        not olds.get("problems")
+        and len(runners) == olds.get("replicas")
+        and all(
+            (r.get("token_hash"), r.get("spec_hash")) == (olds.get("token_hash"), olds.get("spec_hash"))
+            and r.get("pod_phase") not in ENDED_PHASES
+            for r in runners
+        )
+    )
+
+
+def _pool_spec(props: dict[str, Any]) -> PoolSpec:
+    replicas = int(props["replicas"])
+    return PoolSpec(
+        name=props["pool_name"],
+        template=runner_spec(props, "", pool=props["pool_name"]),
+        replicas=replicas,
+        max_unavailable=_max_unavailable(props.get("max_unavailable"), replicas),
+        registration_token=props.get("registration_token"),
+    )
+
+
+def _max_unavailable(value: Any, replicas: int) -> int:
+    if isinstance(value, str):
+        return max(1, math.floor(replicas * int(value.removesuffix("%")) / 100))
+    return max(1, int(value))
+
+
+def _timeouts(props: dict[str, Any]) -> PoolTimeouts:
+    return PoolTimeouts(
+        grace_period_seconds=props["grace_period_seconds"],
+        unregister_timeout_seconds=props["unregister_timeout_seconds"],
+        register_timeout_seconds=props["register_timeout_seconds"],
+        pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+    )
+
+
+def _pool_runner(output: dict[str, Any]) -> PoolRunner:
+    runner_id = output.get("id")
+    return PoolRunner(
+        name=output["name"],
+        runner_id=int(runner_id) if runner_id is not None else None,
+        token_hash=output.get("token_hash"),
+        spec_hash=output.get("spec_hash"),
+    )
+
+
+def _runner_output(spec: PoolSpec, runner: PoolRunner) -> dict[str, Any]:
+    runner_spec_ = spec.runner(runner.name)
+    return {
+        "name": runner.name,
+        "id": runner.runner_id,
+        "pod": runner_spec_.pod_name,
+        "token_hash": runner.token_hash,
+        "spec_hash": runner.spec_hash,
+    }

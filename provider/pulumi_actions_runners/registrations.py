@@ -1,0 +1,82 @@
+"""Who is registered with GitHub, as one shared and recent listing.
+
+Runners coming online are waited for by listing them. Hundreds of waiters in one provider process share each
+listing (pages of 100), so a fleet costs a few list calls between them, not one per runner and poll: ARC's
+per-runner lookups are what made it advise at most 100 runners per API budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
+RECENT_ASKERS_SECONDS = 5.0
+
+
+class RunnerLister(Protocol):
+    def list_runners(self, name: str | None = None) -> Iterator[dict[str, Any]]: ...
+
+
+class RunnerDirectory:
+    """The runners of one scope as GitHub listed them last; concurrent callers share one listing at a time."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._listing = False
+        self._listed_at = float("-inf")  # monotonic time the last full listing started
+        self._by_name: dict[str, dict[str, Any]] = {}
+        self._askers: dict[str, float] = {}  # name -> when it was last asked for
+
+    def find(self, github: RunnerLister, name: str, *, max_age: float) -> dict[str, Any] | None:
+        """The registration named ``name`` (an online one first) in a listing at most ``max_age`` seconds old.
+
+        A lone caller lists by name (one call, whatever the size of the scope); several list the scope once."""
+        with self._changed:
+            now = time.monotonic()
+            self._askers[name] = now
+            self._askers = {n: t for n, t in self._askers.items() if now - t < RECENT_ASKERS_SECONDS}
+            alone = len(self._askers) == 1 and not self._listing
+            if not alone:
+                while self._listing and now - self._listed_at > max_age:
+                    self._changed.wait()  # another caller's listing, itself bounded by the client's timeouts
+                if now - self._listed_at <= max_age:
+                    return self._by_name.get(name)
+                self._listing = True
+        if alone:
+            return _preferred(github.list_runners(name), name)
+        return self._list_all(github, name)
+
+    def _list_all(self, github: RunnerLister, name: str) -> dict[str, Any] | None:
+        started = time.monotonic()
+        try:
+            runners = list(github.list_runners())
+        finally:
+            with self._changed:
+                self._listing = False
+                self._changed.notify_all()
+        by_name: dict[str, dict[str, Any]] = {}
+        for runner in runners:
+            by_name[runner["name"]] = _preferred([by_name.get(runner["name"]), runner], runner["name"])
+        with self._changed:
+            self._by_name, self._listed_at = by_name, started
+            return self._by_name.get(name)
+
+
+def _preferred(runners: Iterable[dict[str, Any] | None], name: str) -> Any:
+    """Of the registrations of one name (an old offline one may linger beside a new one): online, then newest."""
+    named = [r for r in runners if r is not None and r["name"] == name]
+    return max(named, key=lambda r: (r.get("status") == "online", r["id"]), default=None)
+
+
+_directories: dict[tuple[str, str, str], RunnerDirectory] = {}
+_directories_lock = threading.Lock()
+
+
+def shared_directory(api_url: str, runners_path: str, credential: str) -> RunnerDirectory:
+    """One directory per scope and credential in this process (what one credential may list, it lists once)."""
+    key = (api_url, runners_path, hashlib.sha256(credential.encode()).hexdigest())
+    with _directories_lock:
+        return _directories.setdefault(key, RunnerDirectory())

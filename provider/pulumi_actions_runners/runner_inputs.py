@@ -1,0 +1,102 @@
+"""The inputs a Runner and a RunnerPool share: their rules, their checking, and the RunnerSpec they make."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import validation
+from .credentials import token_hash
+from .github_url import parse_github_url
+from .manifests import JIT_TOKEN_HASH, RunnerSpec
+
+RULES: dict[str, validation.Rule] = {
+    "github_url": validation.github_url,
+    "namespace": validation.dns_label,
+    "labels": validation.runner_labels,
+    "ephemeral": validation.boolean,
+    "jit_config": validation.boolean,
+    "image": validation.image_reference,
+    "grace_period_seconds": validation.seconds_between(0, 3600),
+    "unregister_timeout_seconds": validation.seconds_between(0, 86400),
+    "register_timeout_seconds": validation.seconds_between(1, 3600),
+    "github_token": validation.github_credential,
+    "kubeconfig": validation.kubeconfig_path,
+}
+# What a runner's pod and registration are made of: a change recreates the runner.
+SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config")
+# These only steer how the provider works, so they change in place.
+SETTINGS = (
+    "grace_period_seconds",
+    "unregister_timeout_seconds",
+    "register_timeout_seconds",
+    "github_token",
+    "kubeconfig",
+)
+# Inputs added after the first release: a state written before them holds none, which means the default.
+LATER_DEFAULTS: dict[str, Any] = {"jit_config": False}
+
+
+def stored(props: dict[str, Any], key: str) -> Any:
+    return props.get(key, LATER_DEFAULTS.get(key))
+
+
+def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule]) -> tuple[dict[str, Any], list]:
+    """The checked inputs, with ``token_hash`` computed (unknown while the token is), and the failures."""
+    inputs = {**LATER_DEFAULTS, **news}
+    labels = inputs.get("labels")
+    if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
+        inputs["labels"] = _normalized_labels(labels)
+    failures = validation.failures(inputs, rules)
+    jit, token = inputs.get("jit_config"), inputs.get("registration_token")
+    if validation.is_unknown(jit):
+        inputs["token_hash"] = jit
+    elif jit is True:
+        if inputs.get("ephemeral") is False:
+            failures.append(
+                (
+                    "ephemeral",
+                    "false is not allowed with jit_config: GitHub registers just-in-time "
+                    "runners as ephemeral; set ephemeral true, or jit_config false",
+                )
+            )
+        if token is not None:
+            failures.append(
+                (
+                    "registration_token",
+                    "is not used with jit_config (each runner gets its own "
+                    "just-in-time config): leave it out, or set jit_config false",
+                )
+            )
+        inputs["token_hash"] = JIT_TOKEN_HASH
+    elif validation.is_unknown(token):
+        inputs["token_hash"] = token  # so that `pulumi preview --diff` names it: unknown until the new token is
+    elif token is None:
+        failures.append(
+            ("registration_token", "is required unless jit_config is true: give it the token of a RegistrationToken")
+        )
+    elif (reason := validation.secret_string(token)) is not None:
+        failures.append(("registration_token", reason))
+    else:
+        inputs["token_hash"] = token_hash(token)
+    return inputs, failures
+
+
+def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> RunnerSpec:
+    return RunnerSpec(
+        github_url=parse_github_url(props["github_url"]).url,
+        namespace=props["namespace"],
+        runner_name=runner_name,
+        labels=tuple(props.get("labels") or ()),
+        ephemeral=props["ephemeral"],
+        image=props["image"],
+        token_hash=props["token_hash"],
+        jit_config=bool(stored(props, "jit_config")),
+        pool=pool,
+    )
+
+
+def _normalized_labels(labels: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """Labels are a set to GitHub: sort known ones so that reordering them does not recreate runners."""
+    if any(validation.is_unknown(label) for label in labels):
+        return list(labels)
+    return sorted(set(labels))

@@ -1,0 +1,208 @@
+"""RunnerPool end to end: SDK dynamic-provider server ⇄ real clients ⇄ loopback doubles, through the engine
+stand-in, so the provider sees what a real ``pulumi up`` sends it."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
+from pulumi_actions_runners.kube_client import KubeClient
+from pulumi_actions_runners.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
+from tests.conftest import ROOT, wait_until
+from tests.helpers import NAMESPACE, new_token, outputs, sha256
+from tests.programs import token_and_pool
+
+
+def online(sim) -> dict[str, dict]:
+    return {r["name"]: r for r in sim.github.runners() if r["status"] == "online"}
+
+
+class OnlineSampler:
+    """The fewest pool runners online at once, sampled every few milliseconds while an update runs."""
+
+    def __init__(self, sim) -> None:
+        self._sim, self._stop = sim, threading.Event()
+        self.fewest = len(online(sim))
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.fewest = min(self.fewest, len(online(self._sim)))
+
+    def __enter__(self) -> OnlineSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def test_a_pool_registers_its_runners_and_lists_each_with_id_pod_and_token_hash(sim) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, token))
+        pool = outputs(engine, "pool")
+
+        assert pool["problems"] == []
+        assert [r["name"] for r in pool["runners"]] == ["pool-0", "pool-1", "pool-2"]
+        registered = online(sim)
+        for runner in pool["runners"]:
+            assert registered[runner["name"]]["id"] == runner["id"]
+            assert runner["token_hash"] == sha256(token)
+            assert sim.kube.pod(NAMESPACE, runner["pod"])["metadata"]["labels"][POOL_LABEL] == "pool"
+        calls = len(sim.github.calls())
+
+        assert {s.op for s in engine.up(token_and_pool(sim, token))} == {"same"}
+        assert len(sim.github.calls()) == calls
+
+
+def test_a_new_token_rotates_the_pool_in_one_update_within_max_unavailable_and_waits_for_a_busy_runner(sim) -> None:
+    old_token, new = new_token(sim), new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, old_token, replicas=4, max_unavailable=2))
+        before = {r["name"]: r["id"] for r in outputs(engine, "pool")["runners"]}
+        sim.github.start_job("pool-1", 1.5)
+
+        preview = engine.preview(token_and_pool(sim, new, replicas=4, max_unavailable=2))
+        assert [(s.op, "token_hash" in s.reasons) for s in preview] == [("update", True)]
+        with OnlineSampler(sim) as sampler:
+            steps = engine.up(token_and_pool(sim, new, replicas=4, max_unavailable=2))
+
+        assert [s.op for s in steps] == ["update"]
+        pool = outputs(engine, "pool")
+        assert pool["problems"] == []
+        assert sorted(r["name"] for r in pool["runners"]) == sorted(before)
+        for runner in pool["runners"]:
+            assert runner["token_hash"] == sha256(new)
+            assert runner["id"] != before[runner["name"]]
+            assert online(sim)[runner["name"]]["id"] == runner["id"]
+        assert sim.runners.jobs_killed == []
+        assert [c for c in sim.github.calls("DELETE") if c["status"] == 422], "the busy runner was asked first"
+        assert sampler.fewest >= 2, f"only {sampler.fewest} of 4 runners were online at one point"
+
+
+def test_scaling_down_removes_idle_runners_and_never_a_busy_one_then_scaling_up_adds_names(sim) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, token, replicas=3))
+        sim.github.start_job("pool-2", 3.0)  # the newest runner: the one removed first were it idle
+        calls = len(sim.github.calls("DELETE"))
+
+        engine.up(token_and_pool(sim, token, replicas=2))
+        assert [c["status"] for c in sim.github.calls("DELETE")[calls:]] == [204], "one listing said who is busy"
+        assert [r["name"] for r in outputs(engine, "pool")["runners"]] == ["pool-0", "pool-2"]
+        assert online(sim)["pool-2"]["busy"] is True
+        assert sim.kube.pod(NAMESPACE, "pool-1") is None
+
+        engine.up(token_and_pool(sim, token, replicas=4))
+        assert [r["name"] for r in outputs(engine, "pool")["runners"]] == ["pool-0", "pool-1", "pool-2", "pool-3"]
+        assert set(online(sim)) == {"pool-0", "pool-1", "pool-2", "pool-3"}
+        assert sim.runners.jobs_killed == []
+
+
+def test_a_failure_part_way_leaves_the_state_listing_what_exists_and_the_next_up_converges(sim) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, token, replicas=2))
+        sim.kube.fail_next("POST", r"/pods$", 500, count=5)  # the first try and the client's 4 retries
+
+        with pytest.raises(DeploymentFailed, match="did not converge"):
+            engine.up(token_and_pool(sim, token, replicas=3))
+        pool = outputs(engine, "pool")
+        assert [r["name"] for r in pool["runners"]] == ["pool-0", "pool-1"]
+        assert "pool-2: not started" in pool["problems"][0]
+        assert sim.kube.pod(NAMESPACE, "pool-2") is None and "pool-2" not in online(sim)
+
+        assert [s.op for s in engine.preview(token_and_pool(sim, token, replicas=3))] == ["update"]
+        engine.up(token_and_pool(sim, token, replicas=3))
+        pool = outputs(engine, "pool")
+        assert (pool["problems"], len(pool["runners"])) == ([], 3)
+        assert set(online(sim)) == {"pool-0", "pool-1", "pool-2"}
+
+
+def test_refresh_finds_a_runner_that_ended_after_its_job_and_the_next_up_restarts_it(sim) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, token, replicas=2))
+        first_id = online(sim)["pool-0"]["id"]
+        sim.github.start_job("pool-0", 0.05)
+        wait_until(lambda: sim.kube.pod(NAMESPACE, "pool-0")["status"]["phase"] == "Succeeded", "the job to end")
+
+        engine.refresh()
+        assert [r.get("pod_phase") for r in outputs(engine, "pool")["runners"]] == ["Succeeded", "Running"]
+        assert [s.op for s in engine.up(token_and_pool(sim, token, replicas=2))] == ["update"]
+
+        assert online(sim)["pool-0"]["id"] != first_id
+        assert sim.kube.pod(NAMESPACE, "pool-0")["status"]["phase"] == "Running"
+
+
+def test_destroy_takes_down_every_runner_of_the_pool(sim) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, new_token(sim), replicas=3))
+        engine.destroy()
+
+    assert sim.kube.pods(NAMESPACE) == []
+    assert sim.kube.secrets(NAMESPACE) == []
+    assert sim.github.runners() == []
+
+
+def test_a_just_in_time_pool_rotates_on_a_spec_change_with_one_config_and_one_removal_per_runner(sim) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, None, jit_config=True))
+        secret = sim.kube.secret(NAMESPACE, "pool-0-registration")
+        assert list(secret["data"]) == ["jitconfig"]
+        env = {e["name"]: e for e in sim.kube.pod(NAMESPACE, "pool-0")["spec"]["containers"][0]["env"]}
+        assert env["RUNNER_JITCONFIG"]["valueFrom"]["secretKeyRef"] == {
+            "name": "pool-0-registration",
+            "key": "jitconfig",
+        }
+        assert "RUNNER_TOKEN" not in env
+        calls = len(sim.github.calls())
+
+        engine.up(token_and_pool(sim, None, jit_config=True, image="ghcr.io/actions/actions-runner:2.330.0"))
+
+        rotation = sim.github.calls()[calls:]
+        removals = [c for c in rotation if c["method"] == "DELETE"]
+        configs = [c for c in rotation if c["path"].endswith("/generate-jitconfig")]
+        assert (len(removals), len(configs)) == (3, 3)
+        assert outputs(engine, "pool")["problems"] == []
+        assert len(online(sim)) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "prop"),
+    [
+        ({"replicas": 2.5}, "replicas"),
+        ({"max_unavailable": "0%"}, "max_unavailable"),
+        ({"jit_config": True, "ephemeral": False, "token": None}, "ephemeral"),
+        ({"jit_config": True}, "registration_token"),
+        ({"pool_name": "p" * 58}, "pool_name"),
+    ],
+)
+def test_bad_pool_inputs_fail_check_naming_the_property(sim, args, prop) -> None:
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as failed:
+        engine.preview(token_and_pool(sim, **{"token": "A" * 29, **args}))
+    (error,) = failed.value.errors
+    assert isinstance(error, CheckFailed)
+    assert [p for p, _ in error.failures] == [prop]
+
+
+def test_a_pod_left_by_an_update_cut_short_is_taken_into_the_pool_and_replaced(sim) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, token, replicas=2))
+        spec = RunnerSpec(sim.repo_url, NAMESPACE, "pool-2", (), True, DEFAULT_IMAGE, sha256(token), pool="pool")
+        with KubeClient(str(sim.kubeconfig)) as kube:  # what a provider killed mid-scale-up would have left
+            kube.apply_secret(secret_manifest(spec, token))
+            kube.create_pod(pod_manifest(spec))
+        stray_id = wait_until(lambda: online(sim).get("pool-2", {}).get("id"), "the stray runner to register")
+
+        engine.up(token_and_pool(sim, token, replicas=3))
+
+        pool = outputs(engine, "pool")
+        assert [r["name"] for r in pool["runners"]] == ["pool-0", "pool-1", "pool-2"]
+        assert pool["runners"][2]["id"] == online(sim)["pool-2"]["id"] != stray_id
+        assert len(sim.kube.pods(NAMESPACE)) == 3 and sim.runners.jobs_killed == []
