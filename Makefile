@@ -27,6 +27,7 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/replace.py
+	$(BIN)/python bench/rotation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,5 +1,6 @@
 """The guided tour on the real pulumi CLI: runners created, a token rotation previewed as pending recreations,
-then a safe replacement while one runner is busy. The simulator runs as its own local process."""
+then a safe replacement while one runner is busy; then a RunnerPool rotated in one update. The simulator runs as
+its own local process."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ BUILD_CLI = PROJECT_DIR / "tools" / "pulumi" / "build.sh"
 JOB_SECONDS = 12.0  # longer than the preview `pulumi up` runs first
 GRACE_SECONDS = 2.0
 TOKEN_LIFETIME_SECONDS = 2400.0  # GitHub's tokens live an hour; 40 minutes let the tour skip the wait
+FLEET_RUNNERS = 20
 
 
 def banner(text: str) -> None:
@@ -39,6 +41,8 @@ def run(runners: int = 3) -> int:
         print(f"Simulator: GitHub runner API at {sim['github_api_url']}, Kubernetes via {sim['kubeconfig']}")
         with PulumiWorkspace(PROJECT_DIR, cli_dir) as stack:
             tour(stack, sim, control, runners)
+        with PulumiWorkspace(PROJECT_DIR, cli_dir, stack="fleet") as stack:
+            fleet_tour(stack, sim, control, FLEET_RUNNERS)
     finally:
         simulator.terminate()
         summary = json.loads(simulator.communicate(timeout=30)[0].strip().splitlines()[-1])
@@ -46,7 +50,7 @@ def run(runners: int = 3) -> int:
     return 1 if summary["jobs_killed"] else 0
 
 
-def tour(stack: PulumiWorkspace, sim: dict[str, Any], control: str, runners: int) -> None:
+def new_stack(stack: PulumiWorkspace, sim: dict[str, Any], runners: int, **config: str) -> None:
     stack.new_stack(
         config={
             "githubUrl": sim["github_url"],
@@ -55,9 +59,14 @@ def tour(stack: PulumiWorkspace, sim: dict[str, Any], control: str, runners: int
             "createNamespace": "false",  # the simulator's cluster has it; pulumi_kubernetes would need its plugin
             "runners": str(runners),
             "gracePeriodSeconds": str(GRACE_SECONDS),
+            **config,
         },
         secrets={"githubToken": sim["github_token"]},
     )
+
+
+def tour(stack: PulumiWorkspace, sim: dict[str, Any], control: str, runners: int) -> None:
+    new_stack(stack, sim, runners)
     banner("pulumi up --yes")
     print(stack.run("up", "--yes").stdout)
     for runner in requests.get(f"{control}/runners", timeout=10).json():
@@ -88,3 +97,27 @@ def tour(stack: PulumiWorkspace, sim: dict[str, Any], control: str, runners: int
     banner("pulumi destroy --yes")
     print(stack.run("destroy", "--yes").stdout)
     print(f"  registrations left on GitHub: {len(requests.get(f'{control}/runners', timeout=10).json())}")
+
+
+def fleet_tour(stack: PulumiWorkspace, sim: dict[str, Any], control: str, runners: int) -> None:
+    print(f"\nA fleet: one RunnerPool of {runners} runners (pulumi config set pool true), all replaceable at once.")
+    new_stack(stack, sim, runners, pool="true", maxUnavailable="100%")
+    banner("pulumi up --yes")
+    print(stack.run("up", "--yes").stdout)
+
+    busy = next(r["name"] for r in requests.get(f"{control}/runners", timeout=10).json() if r["status"] == "online")
+    requests.post(f"{control}/jobs", json={"runner_name": busy, "duration_seconds": JOB_SECONDS / 2}, timeout=10)
+    print(f"A {JOB_SECONDS / 2:.0f} s CI job starts on {busy}.")
+    banner("pulumi config set tokenRefreshBeforeSeconds 3000 && pulumi preview   # the pool is updated, not replaced")
+    stack.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
+    print(stack.run("preview").stdout)
+
+    banner(f"pulumi up --yes   # rotates all {runners} runners concurrently in one update")
+    started = time.monotonic()
+    print(stack.run("up", "--yes").stdout)
+    print(
+        f"  The update took {time.monotonic() - started:.1f} s: the busy job, then the grace period, for all at once."
+    )
+
+    banner("pulumi destroy --yes")
+    print(stack.run("destroy", "--yes").stdout)

@@ -20,7 +20,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .github_budget import GitHubBudget, RateLimitWaitTooLong, shared_budget
+from .github_budget import MAX_IN_FLIGHT, GitHubBudget, RateLimitWaitTooLong, shared_budget
 from .github_url import GitHubTarget
 
 log = logging.getLogger(__name__)
@@ -99,8 +99,10 @@ class GitHubClient:
             raise_on_status=False,
         )
         self._session = requests.Session()
-        self._session.mount("http://", HTTPAdapter(max_retries=retry))
-        self._session.mount("https://", HTTPAdapter(max_retries=retry))
+        # As many pooled connections as requests the budget lets be in flight (urllib3 keeps 10 otherwise).
+        adapter = HTTPAdapter(max_retries=retry, pool_maxsize=MAX_IN_FLIGHT)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
         self._session.headers.update(
             {
                 "Accept": "application/vnd.github+json",
