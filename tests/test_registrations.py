@@ -6,6 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from actions_runners_simulator.github_double import GitHubDouble
+from pulumi_actions_runners.connections import SharedRunners
 from pulumi_actions_runners.github_budget import GitHubBudget
 from pulumi_actions_runners.github_client import GitHubClient
 from pulumi_actions_runners.github_url import parse_github_url
@@ -67,5 +68,21 @@ def test_of_two_registrations_of_one_name_the_online_one_is_found() -> None:
             first.find(github, "someone-else", max_age=0.0)  # two names asked for: listings from now on
             assert first.find(github, "r-0", max_age=0.0)["status"] == "online"
             assert first.find(github, "r-0-next", max_age=0.0)["id"] == jit.runner_id
+    finally:
+        double.stop()
+
+
+def test_a_lookup_that_may_let_a_pod_go_asks_by_name_even_while_others_share_listings() -> None:
+    double, url = registered_double(3)
+    try:
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            runners = SharedRunners(github, RunnerDirectory())
+            runners.find_runner("r-1", max_age=5.0)
+            runners.find_runner("r-2", max_age=5.0)  # two names asked for: shared listings from now on
+
+            assert runners.find_runner("r-0")["name"] == "r-0"
+            assert double.calls("GET")[-1]["query"]["name"] == "r-0"
+            assert runners.find_runner("gone") is None
+            assert double.calls("GET")[-1]["query"]["name"] == "gone"
     finally:
         double.stop()

@@ -275,7 +275,7 @@ def test_a_runner_whose_name_is_taken_by_a_live_pod_leaves_that_pod_and_its_secr
     first, second = new_token(sim), new_token(sim)
     with MiniEngine(ROOT) as engine:
         engine.up(runner_with_token(sim, first, runner_name="shared-name"))
-    with MiniEngine(ROOT) as other, pytest.raises(DeploymentFailed, match="already exists and is running"):
+    with MiniEngine(ROOT) as other, pytest.raises(DeploymentFailed, match="already exists and runs with another"):
         other.up(runner_with_token(sim, second, runner_name="shared-name"))  # another stack, the same name
 
     assert secret_token(sim, "shared-name-registration") == first

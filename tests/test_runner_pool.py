@@ -206,3 +206,37 @@ def test_a_pod_left_by_an_update_cut_short_is_taken_into_the_pool_and_replaced(s
         assert [r["name"] for r in pool["runners"]] == ["pool-0", "pool-1", "pool-2"]
         assert pool["runners"][2]["id"] == online(sim)["pool-2"]["id"] != stray_id
         assert len(sim.kube.pods(NAMESPACE)) == 3 and sim.runners.jobs_killed == []
+
+
+def test_a_replacement_that_fails_to_start_halts_the_rollout_and_leaves_the_others_running(sim) -> None:
+    old_token, new = new_token(sim), new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, old_token, replicas=4, max_unavailable=1))
+        before = {r["name"]: r["id"] for r in outputs(engine, "pool")["runners"]}
+        sim.kube.fail_next("POST", r"/pods$", 500, count=5)  # the first replacement's pod, all of its tries
+
+        with pytest.raises(DeploymentFailed, match="rollout halted"):
+            engine.up(token_and_pool(sim, new, replicas=4, max_unavailable=1))
+
+        pool = outputs(engine, "pool")
+        assert len(pool["runners"]) == 3 and {r["token_hash"] for r in pool["runners"]} == {sha256(old_token)}
+        assert {r["name"]: r["id"] for r in pool["runners"]}.items() <= before.items()
+        assert {name for name, r in online(sim).items()} == {r["name"] for r in pool["runners"]}
+
+        engine.up(token_and_pool(sim, new, replicas=4, max_unavailable=1))
+        pool = outputs(engine, "pool")
+        assert (pool["problems"], {r["token_hash"] for r in pool["runners"]}) == ([], {sha256(new)})
+        assert len(online(sim)) == 4
+
+
+def test_persistent_runners_are_swept_when_the_pool_turns_just_in_time(sim) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, new_token(sim), replicas=2, ephemeral=False))
+        calls = len(sim.github.calls())
+
+        engine.up(token_and_pool(sim, None, replicas=2, jit_config=True))
+
+        switch = sim.github.calls()[calls:]
+        lookups = [c["query"]["name"] for c in switch if c["method"] == "GET" and "name" in c["query"]]
+        assert sorted(lookups) == ["pool-0", "pool-1"], "each persistent runner swept as such after its removal"
+        assert outputs(engine, "pool")["problems"] == [] and len(online(sim)) == 2

@@ -56,12 +56,18 @@ if not jit_config:
     )
     pulumi.export("token_expires_at", token.expires_at)
 
+
+def _count_or_percent(value: str) -> int | str:
+    """`pulumi config set maxUnavailable 3` stores the string "3": a number of runners, not a percentage."""
+    return int(value) if value.isdigit() else value
+
+
 credential = {"registration_token": token.token if token else None, "jit_config": jit_config}
 if config.get_bool("pool"):
     pool = RunnerPool(
         "pool",
         replicas=runner_count,
-        max_unavailable=config.get("maxUnavailable") or "25%",
+        max_unavailable=_count_or_percent(config.get("maxUnavailable") or "25%"),
         **credential,
         **settings,
     )

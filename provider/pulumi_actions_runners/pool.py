@@ -3,14 +3,19 @@ the same procedures as a lone Runner.
 
 What each runner of the plan goes through:
 
+REMOVE   scale-down, first: ended and idle runners first, as one listing says; a runner GitHub calls busy is
+         passed over for another, and waited on only when no idle one is left. A surplus runner left busy is
+         left alone: neither rotated nor restarted.
 ROTATE   out of date (token or spec): torn down (RemoveRunner first; 422 keeps the pod and retries; grace; pod
          deleted), then started anew under its name. It is out of service from its successful RemoveRunner until
-         its successor is online, and at most ``max_unavailable`` runners are out of service at once.
+         its successor is online, and at most ``max_unavailable`` runners are out of service at once (runners
+         that had ended already do not count).
 RESTART  its pod ended or is gone (an ephemeral runner after its job): nothing in service to protect, so no
          permit; torn down (which is idempotent) and started anew.
-REMOVE   scale-down: idle runners first, as one listing says; a runner GitHub calls busy is passed over for
-         another, and waited on only when no idle one is left.
 ADD      scale-up: a new name, started.
+
+A runner that fails to start halts the rollout, as a Deployment's would: runners not taken down yet stay as they
+are, so a broken image or spec takes out at most ``max_unavailable`` of them.
 
 The result lists exactly the runners that exist afterwards, and a problem for whatever did not converge, so
 that the state stays true when part of the work fails and the next update picks up the rest.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +70,10 @@ class PoolRunner:
     runner_id: int | None
     token_hash: str | None
     spec_hash: str | None
+    ephemeral: bool | None  # as it was made; None (unknown) is taken down as a persistent one, with the sweep
+
+    def unknown(self) -> PoolRunner:
+        return replace(self, token_hash=None, spec_hash=None)
 
 
 @dataclass(frozen=True)
@@ -104,17 +114,53 @@ class PoolPods(PodCreator, Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
 
 
-class Unavailability:
-    """``max_unavailable`` as permits; every wait for one is bounded by the caller."""
+class RolloutHalted(Exception):
+    """A replacement failed to start, so no further runner is taken out of service in this update."""
 
-    def __init__(self, limit: int) -> None:
-        self._slots = threading.BoundedSemaphore(limit)
 
-    def acquire(self, timeout: float) -> bool:
-        return self._slots.acquire(timeout=max(timeout, 0.0))
+class NoSlotInTime(Exception):
+    """No runner being replaced came back within the time all of them together may take."""
+
+
+class Rollout:
+    """``max_unavailable`` as permits, with a bounded wait for one, and a halt once a replacement fails."""
+
+    def __init__(self, pool_name: str, limit: int, wait_bound: float) -> None:
+        self._pool_name, self._limit, self._wait_bound = pool_name, limit, wait_bound
+        self._free = limit
+        self._halted: str | None = None
+        self._waiting_said = False
+        self._changed = threading.Condition()
+
+    def acquire(self, runner_name: str) -> None:
+        with self._changed:
+            if self._free <= 0 and not self._halted and not self._waiting_said:
+                self._waiting_said = True
+                log.info(
+                    "pool %s: %d runners out of service (max_unavailable); the others wait for them to come back, "
+                    "at most %.0f s",
+                    self._pool_name,
+                    self._limit,
+                    self._wait_bound,
+                )
+            if not self._changed.wait_for(lambda: self._halted or self._free > 0, self._wait_bound):
+                raise NoSlotInTime(
+                    f"runner {runner_name} was left running: no runner being replaced came back within "
+                    f"{self._wait_bound:.0f} s (max_unavailable {self._limit})"
+                )
+            if self._halted:
+                raise RolloutHalted(f"runner {runner_name} was left running: the rollout halted ({self._halted})")
+            self._free -= 1
 
     def release(self) -> None:
-        self._slots.release()
+        with self._changed:
+            self._free += 1
+            self._changed.notify()
+
+    def halt(self, reason: str) -> None:
+        with self._changed:
+            self._halted = self._halted or reason
+            self._changed.notify_all()
 
 
 class _Held:
@@ -124,10 +170,9 @@ class _Held:
         self._permits = permits
         self.count = 0
 
-    def acquire(self, timeout: float) -> bool:
-        taken = self._permits.acquire(timeout)
-        self.count += taken
-        return taken
+    def acquire(self, runner_name: str) -> None:
+        self._permits.acquire(runner_name)
+        self.count += 1
 
     def release(self) -> None:
         self.count -= 1
@@ -150,13 +195,21 @@ class _Pool:
 
     def location(self, runner: PoolRunner) -> RunnerLocation:
         spec = self.spec.runner(runner.name)
+        ephemeral = runner.ephemeral is True  # unknown: swept as a persistent one could need
         return RunnerLocation(
-            spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner.runner_id, spec.ephemeral
+            spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner.runner_id, ephemeral
         )
 
     def teardown_timeouts(self, unregister_timeout: float) -> TeardownTimeouts:
         return TeardownTimeouts(
             self.timeouts.grace_period_seconds, unregister_timeout, self.timeouts.pod_gone_timeout_seconds
+        )
+
+    def start_timeouts(self) -> StartTimeouts:
+        return StartTimeouts(
+            self.timeouts.register_timeout_seconds,
+            self.timeouts.unregister_timeout_seconds,
+            self.timeouts.pod_gone_timeout_seconds,
         )
 
 
@@ -168,29 +221,33 @@ def reconcile_pool(
     clock: Clock,
     timeouts: PoolTimeouts,
 ) -> PoolResult:
+    """Raises only before any runner is touched; afterwards every outcome is in the result."""
     pool = _Pool(spec, github, pods, clock, timeouts)
     live = _live_pods(pool)
     runners = {runner.name: runner for runner in current}
     for name in live:
         if name not in runners:  # made by an update that was cut short: taken into the state, then rotated
-            runners[name] = PoolRunner(name, None, None, None)
+            runners[name] = PoolRunner(name, None, None, None, None)
     ended = {name for name in runners if name not in live}
     result = PoolResult(runners=[])
 
-    surplus = len(runners) - spec.replicas
-    if surplus > 0:
-        removed = _scale_down(pool, runners, ended, surplus, result)
-        for name in removed:
-            del runners[name]
+    left_alone: set[str] = set()
+    if len(runners) > spec.replicas:
+        left_alone = _scale_down(pool, runners, ended, len(runners) - spec.replicas, result)
 
-    permits = Unavailability(spec.max_unavailable)
     work: list[tuple[Work, str, PoolRunner | None]] = []
     for name, runner in sorted(runners.items()):
+        if name in left_alone:
+            continue
         if name in ended:
             work.append((Work.RESTART, name, runner))
         elif not spec.up_to_date(runner):
             work.append((Work.ROTATE, name, runner))
     work += [(Work.ADD, name, None) for name in _new_names(spec, runners, spec.replicas - len(runners))]
+    rotations = sum(1 for kind, _, _ in work if kind is Work.ROTATE)
+    # Each wave of replacements may take its grace period, pod deletion and registration, at most.
+    per_wave = timeouts.grace_period_seconds + timeouts.pod_gone_timeout_seconds + timeouts.register_timeout_seconds
+    rollout = Rollout(spec.name, spec.max_unavailable, math.ceil(rotations / spec.max_unavailable) * per_wave)
     if work:
         log.info(
             "pool %s: %s (max_unavailable %d)",
@@ -199,12 +256,15 @@ def reconcile_pool(
             spec.max_unavailable,
         )
 
-    def run(item: tuple[Work, str, PoolRunner | None]) -> tuple[Work, str, PoolRunner | None, str | None]:
-        kind, name, old = item
-        rotating = kind is Work.ROTATE  # a live pod: out of service once unregistered; else already ended
-        return (kind, name, *_replace(pool, name, old, permits if rotating else NO_LIMIT, pod_running=rotating))
+    def run(item: tuple[Work, str, PoolRunner | None]) -> tuple[PoolRunner | None, str | None]:
+        _kind, name, old = item
+        return _replace(pool, name, old, rollout, rotating=item[0] is Work.ROTATE)
 
-    for kind, name, now, problem in _concurrently(run, work):
+    def failed(item: tuple[Work, str, PoolRunner | None], error: Exception) -> tuple[PoolRunner | None, str]:
+        _kind, name, old = item  # its work never ran to an end: whatever it had stays, to be looked at again
+        return (old.unknown() if old else PoolRunner(name, None, None, None, None)), f"{name}: {describe(error)}"
+
+    for (kind, name, _old), (now, problem) in zip(work, _concurrently(run, work, failed), strict=True):
         if now is None:
             runners.pop(name, None)
         else:
@@ -227,27 +287,27 @@ def tear_down_pool(
 ) -> list[str]:
     """Every runner of the pool taken down at once, each with its busy guard; returns what failed."""
     pool = _Pool(spec, github, pods, clock, timeouts)
-    names = {runner.name: runner for runner in current}
+    runners = {runner.name: runner for runner in current}
     for name in _live_pods(pool):
-        names.setdefault(name, PoolRunner(name, None, None, None))
+        runners.setdefault(name, PoolRunner(name, None, None, None, None))
 
     def run(runner: PoolRunner) -> str | None:
-        try:
-            tear_down_runner(
-                pool.location(runner), github, pods, clock, pool.teardown_timeouts(timeouts.unregister_timeout_seconds)
-            )
-        except Exception as error:
-            return f"{runner.name}: {describe(error)}"
+        location = pool.location(runner)
+        tear_down_runner(location, github, pods, clock, pool.teardown_timeouts(timeouts.unregister_timeout_seconds))
         return None
 
-    return [problem for problem in _concurrently(run, list(names.values())) if problem]
+    def failed(runner: PoolRunner, error: Exception) -> str:
+        return f"{runner.name}: {describe(error)}"
+
+    return [problem for problem in _concurrently(run, list(runners.values()), failed) if problem]
 
 
 def _replace(
-    pool: _Pool, name: str, old: PoolRunner | None, permits: Permits, *, pod_running: bool
+    pool: _Pool, name: str, old: PoolRunner | None, rollout: Rollout, *, rotating: bool
 ) -> tuple[PoolRunner | None, str | None]:
-    """Take ``old`` down (if any) and start ``name``; returns what exists afterwards and what went wrong."""
-    held = _Held(permits)
+    """Take ``old`` down (if any) and start ``name``; returns what exists afterwards and what went wrong. Only a
+    rotating runner (in service until unregistered) takes a permit; a start that fails halts the rollout."""
+    held = _Held(rollout if rotating else NO_LIMIT)
     try:
         if old is not None:
             try:
@@ -258,10 +318,10 @@ def _replace(
                     pool.clock,
                     pool.teardown_timeouts(pool.timeouts.unregister_timeout_seconds),
                     held,
-                    pod_running,
+                    pod_running=rotating,
                 )
-            except Exception as error:  # busy all along, or its pod would not go: it is still there
-                return old, f"{name}: not replaced: {describe(error)}"
+            except Exception as error:  # busy all along, halted, or its pod would not go: it is still there
+                return old if held.count == 0 else old.unknown(), f"{name}: not replaced: {describe(error)}"
         spec = pool.spec.runner(name)
         try:
             runner_id = start_runner(
@@ -270,32 +330,32 @@ def _replace(
                 pool.github,
                 pool.pods,
                 pool.clock,
-                StartTimeouts(
-                    pool.timeouts.register_timeout_seconds,
-                    pool.timeouts.unregister_timeout_seconds,
-                    pool.timeouts.pod_gone_timeout_seconds,
-                ),
+                pool.start_timeouts(),
                 pod_known_gone=old is not None,
             )
         except Exception as error:
+            rollout.halt(f"{name} failed to start: {describe(error)}")
             # start_runner took down what it made; if its clean-up failed, the leftover stays in the state.
-            leftover = _pod_left(pool, spec)
-            return (PoolRunner(name, None, None, None) if leftover else None), f"{name}: not started: {describe(error)}"
-        return PoolRunner(name, runner_id, spec.token_hash, spec.spec_hash), None
+            leftover = PoolRunner(name, None, None, None, spec.ephemeral) if _pod_left(pool, spec) else None
+            return leftover, f"{name}: not started: {describe(error)}"
+        return PoolRunner(name, runner_id, spec.token_hash, spec.spec_hash, spec.ephemeral), None
     finally:
         held.release_all()
 
 
 def _scale_down(
     pool: _Pool, runners: dict[str, PoolRunner], ended: set[str], surplus: int, result: PoolResult
-) -> list[str]:
-    """Remove ``surplus`` runners, ended and idle ones first, never a busy one: GitHub's 422 passes it over."""
+) -> set[str]:
+    """Remove ``surplus`` runners, ended and idle ones first, never a busy one: GitHub's 422 passes it over.
+    Returns the surplus runners left as they are (busy to the end, or failed part-way: those are kept in the
+    state as unknown, so that they are looked at again)."""
     busy = {r["name"] for r in pool.github.list_runners() if r.get("busy")}
     candidates = sorted(
         runners.values(),
         key=lambda r: (r.name not in ended, r.name in busy, pool.spec.up_to_date(r), -_index(pool.spec, r.name)),
     )
     removed: list[str] = []
+    failed: list[str] = []
     deadline = pool.clock.monotonic() + pool.timeouts.unregister_timeout_seconds
     delay = BUSY_POLL_FIRST_SECONDS
     waiting: list[PoolRunner] = []  # busy when asked: asked again once the idle ones are used up
@@ -307,11 +367,12 @@ def _scale_down(
             tear_down_runner(pool.location(runner), pool.github, pool.pods, pool.clock, pool.teardown_timeouts(0))
         except RunnerStillBusy:
             return "busy"
-        except Exception as error:
-            return f"{runner.name}: not removed: {describe(error)}"
         return None
 
-    while len(removed) < surplus:
+    def could_not(runner: PoolRunner, error: Exception) -> str:
+        return f"{runner.name}: not removed: {describe(error)}"
+
+    while len(removed) + len(failed) < surplus:
         if not candidates:
             if not waiting or pool.clock.monotonic() >= deadline:
                 break
@@ -319,21 +380,27 @@ def _scale_down(
             pool.clock.sleep(min(delay, max(deadline - pool.clock.monotonic(), 0.0)))
             delay = min(delay * 2, BUSY_POLL_MAX_SECONDS)
             candidates, waiting = waiting, []
-        batch, candidates = candidates[: surplus - len(removed)], candidates[surplus - len(removed) :]
-        for runner, outcome in zip(batch, _concurrently(try_remove, batch), strict=True):
+        wanted = surplus - len(removed) - len(failed)
+        batch, candidates = candidates[:wanted], candidates[wanted:]
+        for runner, outcome in zip(batch, _concurrently(try_remove, batch, could_not), strict=True):
             if outcome is None:
                 removed.append(runner.name)
             elif outcome == "busy":
                 waiting.append(runner)
-            else:
+            else:  # taken down part-way: it counts as removed, but stays in the state to be looked at again
+                failed.append(runner.name)
+                runners[runner.name] = runner.unknown()
                 result.problems.append(outcome)
-    if len(removed) < surplus:
+    short = surplus - len(removed) - len(failed)
+    if short > 0:
         result.problems.append(
-            f"scale-down removed {len(removed)} of {surplus} runners: {len(waiting)} still running jobs after "
+            f"scale-down removed {len(removed)} of {surplus} runners: {short} still running jobs after "
             f"{pool.timeouts.unregister_timeout_seconds:.0f} s (unregister_timeout_seconds) were left running"
         )
+    for name in removed:
+        del runners[name]
     result.done[Work.REMOVE] = len(removed)
-    return removed
+    return set(failed) | {runner.name for runner in waiting[:short]}  # the other busy ones are not surplus
 
 
 def _live_pods(pool: _Pool) -> dict[str, Any]:
@@ -347,10 +414,12 @@ def _live_pods(pool: _Pool) -> dict[str, Any]:
 
 
 def _pod_left(pool: _Pool, spec: RunnerSpec) -> bool:
+    """A pod of this pool under the name (another resource's pod of the name is not ours to record)."""
     try:
-        return pool.pods.read_pod(spec.namespace, spec.pod_name) is not None
+        pod = pool.pods.read_pod(spec.namespace, spec.pod_name)
     except Exception:
         return True  # cannot tell: keeping it in the state costs an idempotent teardown, forgetting it a leak
+    return pod is not None and (pod.metadata.labels or {}).get(POOL_LABEL) == spec.pool
 
 
 def _new_names(spec: PoolSpec, runners: dict[str, PoolRunner], count: int) -> list[str]:
@@ -370,8 +439,17 @@ def _index(spec: PoolSpec, name: str) -> int:
     return int(suffix) if suffix.isdigit() else -1
 
 
-def _concurrently(action: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+def _concurrently(action: Callable[[Any], Any], items: list[Any], failed: Callable[[Any, Exception], Any]) -> list[Any]:
+    """``action`` on every item at once; an item whose action raised gets ``failed(item, error)`` instead, so that
+    one failure never hides the outcome of the others."""
+
+    def guarded(item: Any) -> Any:
+        try:
+            return action(item)
+        except Exception as error:
+            return failed(item, error)
+
     if not items:
         return []
     with ThreadPoolExecutor(max_workers=min(len(items), MAX_PARALLEL_RUNNERS), thread_name_prefix="pool") as threads:
-        return list(threads.map(action, items))
+        return list(threads.map(guarded, items))

@@ -46,29 +46,35 @@ class RunnerDirectory:
                     return self._by_name.get(name)
                 self._listing = True
         if alone:
-            return _preferred(github.list_runners(name), name)
+            return preferred(github.list_runners(name), name)
         return self._list_all(github, name)
 
     def _list_all(self, github: RunnerLister, name: str) -> dict[str, Any] | None:
         started = time.monotonic()
         try:
-            runners = list(github.list_runners())
-        finally:
+            by_name = by_preferred_name(github.list_runners())
+        except BaseException:
             with self._changed:
                 self._listing = False
                 self._changed.notify_all()
-        by_name: dict[str, dict[str, Any]] = {}
-        for runner in runners:
-            by_name[runner["name"]] = _preferred([by_name.get(runner["name"]), runner], runner["name"])
-        with self._changed:
-            self._by_name, self._listed_at = by_name, started
+            raise
+        with self._changed:  # published before the waiters wake, so that none lists again for want of it
+            self._by_name, self._listed_at, self._listing = by_name, started, False
+            self._changed.notify_all()
             return self._by_name.get(name)
 
 
-def _preferred(runners: Iterable[dict[str, Any] | None], name: str) -> Any:
+def preferred(runners: Iterable[dict[str, Any] | None], name: str) -> Any:
     """Of the registrations of one name (an old offline one may linger beside a new one): online, then newest."""
     named = [r for r in runners if r is not None and r["name"] == name]
     return max(named, key=lambda r: (r.get("status") == "online", r["id"]), default=None)
+
+
+def by_preferred_name(runners: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for runner in runners:
+        found[runner["name"]] = preferred([found.get(runner["name"]), runner], runner["name"])
+    return found
 
 
 _directories: dict[tuple[str, str, str], RunnerDirectory] = {}

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import JitConfig, RunnerNameTaken
 from .kube_client import PodAlreadyExists, pod_finished
-from .manifests import TOKEN_HASH_ANNOTATION, RunnerSpec, pod_manifest, secret_manifest
+from .manifests import POOL_LABEL, RUNNER_LABEL, TOKEN_HASH_ANNOTATION, RunnerSpec, pod_manifest, secret_manifest
 from .teardown import (
     PodApi,
     RunnerLocation,
@@ -69,8 +69,9 @@ def start_runner(
     """Returns the id GitHub gave the runner. ``registration_token`` is None for a just-in-time runner;
     ``pod_known_gone`` after a teardown has just seen the pod of this name go."""
     existing = None if pod_known_gone else pods.read_pod(spec.namespace, spec.pod_name)
-    if _live_with_another_token(spec, existing):
+    if _in_the_way(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
+    jit: JitConfig | None = None
     try:
         if existing is not None and _is_live(existing):
             # This very token (or a just-in-time pod of this name): adopted, as after a crash of an earlier Create.
@@ -93,7 +94,7 @@ def start_runner(
     except Exception:
         cleanup = TeardownTimeouts(0, timeouts.unregister_timeout_seconds, timeouts.pod_gone_timeout_seconds)
         try:
-            tear_down_runner(_location(spec), github, pods, clock, cleanup)
+            tear_down_runner(_location(spec, jit.runner_id if jit else None), github, pods, clock, cleanup)
         except Exception as cleanup_error:
             log.error("could not clean up after the failed create of runner %s: %s", spec.runner_name, cleanup_error)
         raise
@@ -113,24 +114,28 @@ def _jit_config(spec: RunnerSpec, github: JitRegistry, clock: Clock, unregister_
     return github.generate_jitconfig(spec.runner_name, labels)
 
 
-def _location(spec: RunnerSpec) -> RunnerLocation:
-    return RunnerLocation(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, None, spec.ephemeral)
+def _location(spec: RunnerSpec, runner_id: int | None = None) -> RunnerLocation:
+    return RunnerLocation(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner_id, spec.ephemeral)
 
 
 def _is_live(pod: Any) -> bool:
     return not pod_finished(pod) and pod.metadata.deletion_timestamp is None
 
 
-def _live_with_another_token(spec: RunnerSpec, pod: Any) -> bool:
+def _in_the_way(spec: RunnerSpec, pod: Any) -> bool:
+    """A live pod of the name that is not this runner's: another token, or another resource's (a pool's pods
+    carry the pool's label, a lone runner's none)."""
     if pod is None or not _is_live(pod):
         return False
-    return (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) != spec.token_hash
+    labels = pod.metadata.labels or {}
+    ours = labels.get(RUNNER_LABEL) == spec.runner_name and labels.get(POOL_LABEL, "") == spec.pool
+    return not ours or (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) != spec.token_hash
 
 
 def _pod_in_the_way(spec: RunnerSpec) -> PodAlreadyExists:
     return PodAlreadyExists(
-        f"pod {spec.namespace}/{spec.pod_name} already exists and is running with another registration "
-        "token; it may be running a job, so it is left alone. Import it, or choose another runner_name."
+        f"pod {spec.namespace}/{spec.pod_name} already exists and runs with another registration token or for "
+        "another resource; it may be running a job, so it is left alone. Choose another runner_name (or pool_name)."
     )
 
 

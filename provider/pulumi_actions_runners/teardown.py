@@ -55,7 +55,8 @@ class WaitTimedOut(Exception):
 
 class RunnerRegistry(Protocol):
     def find_runner(self, name: str, max_age: float = 0.0) -> dict[str, Any] | None:
-        """The registration of this name, from a listing at most ``max_age`` seconds old."""
+        """The registration of this name (an online one first). ``max_age`` 0: a lookup of its own by name, whose
+        "none" may decide that a pod goes; more: from a listing shared with other waiters, that old at most."""
         ...
 
     def remove_runner(self, runner_id: int) -> RemoveOutcome: ...
@@ -65,15 +66,18 @@ class Permits(Protocol):
     """How many runners may be out of service at once (a pool's max_unavailable): a permit is taken before a
     RemoveRunner that may succeed, and given back when GitHub says the runner is busy after all."""
 
-    def acquire(self, timeout: float) -> bool: ...
+    def acquire(self, runner_name: str) -> None:
+        """Blocks until a permit is free; raises (saying why) when none can be had."""
+        ...
+
     def release(self) -> None: ...
 
 
 class NoLimit:
     """A lone Runner: nothing to count."""
 
-    def acquire(self, timeout: float) -> bool:
-        return True
+    def acquire(self, runner_name: str) -> None:
+        pass
 
     def release(self) -> None:
         pass
@@ -191,17 +195,13 @@ def _unregister(
     often GitHub said busy."""
     looked_up = False
     busy_answers = 0
-    deadline = clock.monotonic() + timeout
-    if not permits.acquire(timeout):
-        raise WaitTimedOut(
-            f"runner {runner.runner_name} waited {timeout:.0f} s (unregister_timeout_seconds) for one of the "
-            "other runners being replaced to come back (max_unavailable); it was left running"
-        )
+    permits.acquire(runner.runner_name)
+    deadline = clock.monotonic() + timeout  # for the runner's jobs, not for its turn among the pool's
     while True:
         if runner_id is None:
             if looked_up:
                 return busy_answers
-            found = github.find_runner(runner.runner_name)
+            found = github.find_runner(runner.runner_name)  # its own lookup: a "none" here lets the pod go
             looked_up = True
             if found is None:
                 return busy_answers
@@ -215,16 +215,12 @@ def _unregister(
             continue
         busy_answers += 1
         permits.release()  # a busy runner stays in service: another one may be taken out meanwhile
-        _wait_until_idle(runner, github, clock, deadline, timeout)
-        if not permits.acquire(max(deadline - clock.monotonic(), 0.0)):
-            raise RunnerStillBusy(
-                f"runner {runner.runner_name} was busy, and then no other runner came back (max_unavailable) "
-                f"within {timeout:.0f} s (unregister_timeout_seconds); its pod was left running"
-            )
+        _wait_until_idle(runner, runner_id, github, clock, deadline, timeout)
+        permits.acquire(runner.runner_name)
 
 
 def _wait_until_idle(
-    runner: RunnerLocation, github: RunnerRegistry, clock: Clock, deadline: float, timeout: float
+    runner: RunnerLocation, runner_id: int, github: RunnerRegistry, clock: Clock, deadline: float, timeout: float
 ) -> None:
     """Until the listing shows the runner idle (or gone): a page of it costs 1 point for up to 100 runners and
     is shared by every runner waited on, where asking RemoveRunner again costs 5 for each. RemoveRunner, asked
@@ -247,8 +243,10 @@ def _wait_until_idle(
             )
         clock.sleep(min(delay, left))
         found = github.find_runner(runner.runner_name, max_age=delay)
-        if found is None or not found.get("busy"):
+        if found is None or (found["id"] == runner_id and not found.get("busy")):
             return
+        if found["id"] != runner_id and delay >= BUSY_POLL_MAX_SECONDS:
+            return  # the listing shows another registration of the name: now and then RemoveRunner itself is asked
         delay = min(delay * 1.25, BUSY_POLL_MAX_SECONDS)
 
 

@@ -24,9 +24,11 @@ from pulumi.dynamic import (
 from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
+from ..kube_client import describe
 from ..logs import log_to_stderr
 from ..manifests import POOL_LABEL, TERMINATION_GRACE_SECONDS
 from ..pool import PoolResult, PoolRunner, PoolSpec, PoolTimeouts, reconcile_pool, tear_down_pool
+from ..registrations import by_preferred_name
 from ..runner_inputs import RULES, SETTINGS, SPEC_FIELDS, check_runner_inputs, runner_spec, stored
 
 POOL_RULES: dict[str, validation.Rule] = {
@@ -84,7 +86,7 @@ class RunnerPoolProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Each runner's registration and pod as they are now; one that has neither is gone from the list."""
         with connect(props) as clients:
-            registered = {r["name"]: r for r in clients.github.list_runners()}
+            registered = by_preferred_name(clients.github.list_runners())
             pods = {
                 pod.metadata.name: pod
                 for pod in clients.kube.list_pods(props["namespace"], f"{POOL_LABEL}={props['pool_name']}")
@@ -108,11 +110,13 @@ class RunnerPoolProvider(ResourceProvider):
 
 def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, Any]:
     spec = _pool_spec(props)
+    result: PoolResult | None = None
     try:
         with connect(props) as clients:
             result = reconcile_pool(spec, current, clients.runners, clients.kube, SystemClock(), _timeouts(props))
-    except Exception as error:  # before any runner was touched (say, the cluster could not be reached)
-        result = PoolResult(runners=current, problems=[f"pool {spec.name}: {error}"])
+    except Exception as error:
+        if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
+            result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
     return {
         **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS)},
         "spec_hash": spec.template.spec_hash,
@@ -167,6 +171,7 @@ def _pool_runner(output: dict[str, Any]) -> PoolRunner:
         runner_id=int(runner_id) if runner_id is not None else None,
         token_hash=output.get("token_hash"),
         spec_hash=output.get("spec_hash"),
+        ephemeral=output.get("ephemeral"),
     )
 
 
@@ -178,4 +183,5 @@ def _runner_output(spec: PoolSpec, runner: PoolRunner) -> dict[str, Any]:
         "pod": runner_spec_.pod_name,
         "token_hash": runner.token_hash,
         "spec_hash": runner.spec_hash,
+        "ephemeral": runner.ephemeral,
     }
