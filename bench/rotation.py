@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from replace import pod_termination_seconds  # bench/ is the script's folder, so its sibling imports
 
 from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.simulator import Simulator
@@ -152,20 +153,6 @@ def budget_seconds(calls: list[dict], window: float) -> float:
     waits = [window * ((spent - 1) // POINTS_PER_WINDOW) for spent in points.values()]
     waits.append(window * (max(content_creating - 1, 0) // CONTENT_CREATING_PER_WINDOW))
     return max(waits)
-
-
-def pod_termination_seconds(sim: Simulator, since: float) -> float:
-    """Mean time from a runner pod's deletion request to its removal, from the Kubernetes double's events."""
-    deleting: dict[str, float] = {}
-    durations = []
-    for event in sim.kube.events():
-        if event["at"] < since:
-            continue
-        if event["type"] == "pod_terminating" and event["name"] not in deleting:
-            deleting[event["name"]] = event["at"]
-        elif event["type"] == "pod_removed" and event["name"] in deleting:
-            durations.append(event["at"] - deleting.pop(event["name"]))
-    return statistics.mean(durations) if durations else 0.0
 
 
 def main() -> None:
