@@ -83,6 +83,12 @@ def test_a_new_token_rotates_the_pool_in_one_update_within_max_unavailable_and_w
         assert [c for c in sim.github.calls("DELETE") if c["status"] == 422], "the busy runner was asked first"
         assert sampler.fewest >= 2, f"only {sampler.fewest} of 4 runners were online at one point"
 
+        # What the user reads: the busy runner, and one line for the pool, not each runner's routine steps.
+        log = "\n".join(engine.provider.stderr_lines)
+        assert "runner pool-1 is running a job" in log
+        assert "4 rotated, 0 restarted, 0 removed, 0 added" in log
+        assert "to come online" not in log and "grace period before deleting" not in log
+
 
 def test_scaling_down_removes_idle_runners_and_never_a_busy_one_then_scaling_up_adds_names(sim) -> None:
     token = new_token(sim)

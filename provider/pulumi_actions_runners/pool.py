@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from .clock import Clock
 from .kube_client import describe, pod_finished
+from .logs import POOL_THREAD_PREFIX
 from .manifests import POOL_LABEL, RunnerSpec
 from .startup import JitRegistry, PodCreator, StartTimeouts, start_runner
 from .teardown import (
@@ -60,6 +61,7 @@ class Work(enum.Enum):
 
 
 _STARTING = (Work.ROTATE, Work.RESTART, Work.ADD)
+_DONE = {Work.ROTATE: "rotated", Work.RESTART: "restarted", Work.REMOVE: "removed", Work.ADD: "added"}
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ def reconcile_pool(
     timeouts: PoolTimeouts,
 ) -> PoolResult:
     """Raises only before any runner is touched; afterwards every outcome is in the result."""
+    started = clock.monotonic()
     pool = _Pool(spec, github, pods, clock, timeouts)
     live = _live_pods(pool)
     runners = {runner.name: runner for runner in current}
@@ -274,6 +277,14 @@ def reconcile_pool(
         else:
             result.problems.append(problem)
     result.runners = sorted(runners.values(), key=lambda r: _index(spec, r.name))
+    log.info(
+        "pool %s: %s in %.1f s; %d runners, %d problems",
+        spec.name,
+        ", ".join(f"{count} {_DONE[kind]}" for kind, count in result.done.items()),
+        clock.monotonic() - started,
+        len(result.runners),
+        len(result.problems),
+    )
     return result
 
 
@@ -451,5 +462,7 @@ def _concurrently(action: Callable[[Any], Any], items: list[Any], failed: Callab
 
     if not items:
         return []
-    with ThreadPoolExecutor(max_workers=min(len(items), MAX_PARALLEL_RUNNERS), thread_name_prefix="pool") as threads:
+    with ThreadPoolExecutor(
+        max_workers=min(len(items), MAX_PARALLEL_RUNNERS), thread_name_prefix=POOL_THREAD_PREFIX
+    ) as threads:
         return list(threads.map(guarded, items))

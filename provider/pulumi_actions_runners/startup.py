@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import JitConfig, RunnerNameTaken
 from .kube_client import PodAlreadyExists, pod_finished
+from .logs import ROUTINE
 from .manifests import POOL_LABEL, RUNNER_LABEL, TOKEN_HASH_ANNOTATION, RunnerSpec, pod_manifest, secret_manifest
 from .teardown import (
     PodApi,
@@ -147,7 +148,7 @@ def _wait_registered(
     clock: Clock,
     timeout: float,
 ) -> int:
-    log.info("waiting up to %.0f s for runner %s to come online", timeout, spec.runner_name)
+    log.info("waiting up to %.0f s for runner %s to come online", timeout, spec.runner_name, extra=ROUTINE)
     started = clock.monotonic()
     deadline = started + timeout
     delay = REGISTRATION_POLL_FIRST_SECONDS

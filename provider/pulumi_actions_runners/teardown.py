@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import RemoveOutcome
 from .kube_client import pod_finished
+from .logs import ROUTINE
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,7 @@ def tear_down_runner(
             timeouts.grace_period_seconds,
             runner.namespace,
             runner.pod_name,
+            extra=ROUTINE,
         )
         clock.sleep(max(unregistered_at + timeouts.grace_period_seconds - clock.monotonic(), 0.0))
         report.grace_waited_seconds = timeouts.grace_period_seconds
@@ -256,7 +258,7 @@ def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout
 
 
 def _wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> bool:
-    log.info("waiting up to %.0f s for pod %s/%s to be gone", timeout, namespace, name)
+    log.info("waiting up to %.0f s for pod %s/%s to be gone", timeout, namespace, name, extra=ROUTINE)
     deadline = clock.monotonic() + timeout
     delay = POD_POLL_FIRST_SECONDS
     while pods.read_pod(namespace, name) is not None:
