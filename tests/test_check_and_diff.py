@@ -104,6 +104,7 @@ def test_preview_of_a_new_stack_accepts_the_unknown_token(sim) -> None:
     assert sim.github.calls() == [] and sim.kube.pods("actions-runners") == []
 
 
+# Outputs as a Runner wrote them before jit_config existed: upgrading the package must not recreate it.
 OLD = {
     "github_url": "https://github.com/octo-org/ci",
     "namespace": "ci",
@@ -139,6 +140,7 @@ def test_diff_same_token_same_spec_is_no_change() -> None:
         ({"registration_token": "TOKEN2"}, ["token_hash"]),
         ({"registration_token": Unknown()}, ["token_hash"]),
         ({"image": "ghcr.io/actions/actions-runner:2.330.0"}, ["image"]),
+        ({"jit_config": True, "registration_token": None}, ["token_hash", "jit_config"]),
         ({"labels": ["gpu"]}, ["labels"]),
         ({"namespace": "other", "registration_token": "TOKEN2"}, ["token_hash", "namespace"]),
     ],

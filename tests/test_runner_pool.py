@@ -167,8 +167,10 @@ def test_a_just_in_time_pool_rotates_on_a_spec_change_with_one_config_and_one_re
         }
         assert "RUNNER_TOKEN" not in env
         calls = len(sim.github.calls())
+        newer = token_and_pool(sim, None, jit_config=True, image="ghcr.io/actions/actions-runner:2.330.0")
 
-        engine.up(token_and_pool(sim, None, jit_config=True, image="ghcr.io/actions/actions-runner:2.330.0"))
+        assert [(s.op, s.reasons) for s in engine.preview(newer)] == [("update", ("image",))]
+        engine.up(newer)
 
         rotation = sim.github.calls()[calls:]
         removals = [c for c in rotation if c["method"] == "DELETE"]
