@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from actions_runners_simulator.github_double import GitHubDouble
+from pulumi_actions_runners import registrations
 from pulumi_actions_runners.connections import SharedRunners
 from pulumi_actions_runners.github_budget import GitHubBudget
 from pulumi_actions_runners.github_client import GitHubClient
@@ -86,3 +91,32 @@ def test_a_lookup_that_may_let_a_pod_go_asks_by_name_even_while_others_share_lis
             assert double.calls("GET")[-1]["query"]["name"] == "gone"
     finally:
         double.stop()
+
+
+def test_a_wait_for_another_callers_listing_is_bounded_and_says_what_it_waited_for(monkeypatch) -> None:
+    monkeypatch.setattr(registrations, "LISTING_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(registrations, "LISTING_PATIENCE_SECONDS", 0.05)
+    answer = threading.Event()
+
+    class SlowGitHub:
+        """A listing whose pages take as long as the test wants."""
+
+        def __init__(self, blocked: bool) -> None:
+            self.blocked = blocked
+
+        def list_runners(self, name: str | None = None) -> Iterator[dict]:
+            if self.blocked:
+                answer.wait(5)
+            return iter([])
+
+    directory = RunnerDirectory()
+    directory.find(SlowGitHub(blocked=False), "warm-up", max_age=0.0)  # alone: by name, at once
+    lister = threading.Thread(target=directory.find, args=(SlowGitHub(blocked=True), "first"), kwargs={"max_age": 0})
+    lister.start()  # a second name asked for: it lists the scope, and hangs
+    time.sleep(0.05)
+    try:
+        with pytest.raises(registrations.ListingTimedOut, match="looking up second"):
+            directory.find(SlowGitHub(blocked=False), "second", max_age=0.0)
+    finally:
+        answer.set()
+        lister.join()

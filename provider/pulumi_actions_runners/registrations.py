@@ -8,12 +8,22 @@ per-runner lookups are what made it advise at most 100 runners per API budget.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 RECENT_ASKERS_SECONDS = 5.0
+# Another caller's listing is waited for at most as long as one of its pages may wait out a rate limit.
+LISTING_WAIT_SECONDS = 960.0
+LISTING_PATIENCE_SECONDS = 30.0  # how often a long wait for it says so
+
+log = logging.getLogger(__name__)
+
+
+class ListingTimedOut(Exception):
+    pass
 
 
 class RunnerLister(Protocol):
@@ -41,13 +51,22 @@ class RunnerDirectory:
             alone = len(self._askers) == 1 and not self._listing
             if not alone:
                 while self._listing and now - self._listed_at > max_age:
-                    self._changed.wait()  # another caller's listing, itself bounded by the client's timeouts
+                    self._wait_for_listing(name, now)
                 if now - self._listed_at <= max_age:
                     return self._by_name.get(name)
                 self._listing = True
         if alone:
             return preferred(github.list_runners(name), name)
         return self._list_all(github, name)
+
+    def _wait_for_listing(self, name: str, since: float) -> None:
+        """Another caller's listing is under way; the caller holds the lock."""
+        if self._changed.wait(LISTING_PATIENCE_SECONDS):
+            return
+        waited = time.monotonic() - since
+        if waited >= LISTING_WAIT_SECONDS:
+            raise ListingTimedOut(f"no listing of runners came within {waited:.0f} s while looking up {name}")
+        log.info("looking up %s: still waiting for a listing of the runners (%.0f s so far)", name, waited)
 
     def _list_all(self, github: RunnerLister, name: str) -> dict[str, Any] | None:
         started = time.monotonic()
