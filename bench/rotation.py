@@ -28,12 +28,16 @@ from replace import pod_termination_seconds  # bench/ is the script's folder, so
 from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
-from pulumi_actions_runners.github_budget import endpoint_of
+from pulumi_actions_runners.github_budget import (
+    CONTENT_CREATING_PER_WINDOW,
+    POINTS_PER_WINDOW,
+    WRITE_POINTS,
+    endpoint_of,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "actions-runners"
 REAL_GRACE_SECONDS = 30.0
-POINTS_PER_WINDOW, WRITE_POINTS, CONTENT_CREATING_PER_WINDOW = 900, 5, 80
 OTHER_IMAGE = "ghcr.io/actions/actions-runner:2.330.0"
 
 

@@ -109,6 +109,9 @@ def test_a_wait_for_another_callers_listing_is_bounded_and_says_what_it_waited_f
                 answer.wait(5)
             return iter([])
 
+        def find_runner(self, name: str) -> dict | None:
+            return next(self.list_runners(name), None)
+
     directory = RunnerDirectory()
     directory.find(SlowGitHub(blocked=False), "warm-up", max_age=0.0)  # alone: by name, at once
     lister = threading.Thread(target=directory.find, args=(SlowGitHub(blocked=True), "first"), kwargs={"max_age": 0})

@@ -15,7 +15,7 @@ from .credentials import github_credential
 from .github_client import GitHubClient, JitConfig, RemoveOutcome
 from .github_url import parse_github_url
 from .kube_client import KubeClient
-from .registrations import RunnerDirectory, preferred, shared_directory
+from .registrations import RunnerDirectory, shared_directory
 
 
 class SharedRunners:
@@ -30,7 +30,7 @@ class SharedRunners:
         if max_age <= 0:
             # Filtered by name: pages of the whole scope shift while other runners are removed, so a runner
             # missing from them is no proof that it is not registered.
-            return preferred(self._github.list_runners(name), name)
+            return self._github.find_runner(name)
         return self._directory.find(self._github, name, max_age=max_age)
 
     def list_runners(self) -> Iterator[dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,8 @@ class GitHubClient:
             url, params = response.links.get("next", {}).get("url"), None
 
     def find_runner(self, name: str) -> dict[str, Any] | None:
-        return next((r for r in self.list_runners(name) if r["name"] == name), None)
+        """The registration of this name, asked for by name; an online one first, then the newest."""
+        return preferred(self.list_runners(name), name)
 
     def get_runner(self, runner_id: int) -> dict[str, Any] | None:
         response = self._request("GET", f"{self.target.runners_path}/{runner_id}")
@@ -220,3 +221,9 @@ def _message(response: requests.Response) -> str:
     if isinstance(body, dict) and "message" in body:
         return str(body["message"])
     return response.reason or f"HTTP {response.status_code}"
+
+
+def preferred(runners: Iterable[dict[str, Any] | None], name: str) -> Any:
+    """Of the registrations of one name (an old offline one may linger beside a new one): online, then newest."""
+    named = [r for r in runners if r is not None and r["name"] == name]
+    return max(named, key=lambda r: (r.get("status") == "online", r["id"]), default=None)

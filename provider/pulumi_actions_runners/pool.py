@@ -196,11 +196,8 @@ class _Pool:
     timeouts: PoolTimeouts
 
     def location(self, runner: PoolRunner) -> RunnerLocation:
-        spec = self.spec.runner(runner.name)
-        ephemeral = runner.ephemeral is True  # unknown: swept as a persistent one could need
-        return RunnerLocation(
-            spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner.runner_id, ephemeral
-        )
+        # As it was made, which may differ from the spec now; unknown: swept as a persistent one could need.
+        return RunnerLocation.of(self.spec.runner(runner.name), runner.runner_id, ephemeral=runner.ephemeral is True)
 
     def teardown_timeouts(self, unregister_timeout: float) -> TeardownTimeouts:
         return TeardownTimeouts(

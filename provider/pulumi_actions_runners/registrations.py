@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
+from .github_client import preferred
+
 RECENT_ASKERS_SECONDS = 5.0
 # Another caller's listing is waited for at most as long as one of its pages may wait out a rate limit.
 LISTING_WAIT_SECONDS = 960.0
@@ -28,6 +30,7 @@ class ListingTimedOut(Exception):
 
 class RunnerLister(Protocol):
     def list_runners(self, name: str | None = None) -> Iterator[dict[str, Any]]: ...
+    def find_runner(self, name: str) -> dict[str, Any] | None: ...
 
 
 class RunnerDirectory:
@@ -56,7 +59,7 @@ class RunnerDirectory:
                     return self._by_name.get(name)
                 self._listing = True
         if alone:
-            return preferred(github.list_runners(name), name)
+            return github.find_runner(name)
         return self._list_all(github, name)
 
     def _wait_for_listing(self, name: str, since: float) -> None:
@@ -81,12 +84,6 @@ class RunnerDirectory:
             self._by_name, self._listed_at, self._listing = by_name, started, False
             self._changed.notify_all()
             return self._by_name.get(name)
-
-
-def preferred(runners: Iterable[dict[str, Any] | None], name: str) -> Any:
-    """Of the registrations of one name (an old offline one may linger beside a new one): online, then newest."""
-    named = [r for r in runners if r is not None and r["name"] == name]
-    return max(named, key=lambda r: (r.get("status") == "online", r["id"]), default=None)
 
 
 def by_preferred_name(runners: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -95,7 +95,7 @@ def start_runner(
     except Exception:
         cleanup = TeardownTimeouts(0, timeouts.unregister_timeout_seconds, timeouts.pod_gone_timeout_seconds)
         try:
-            tear_down_runner(_location(spec, jit.runner_id if jit else None), github, pods, clock, cleanup)
+            tear_down_runner(RunnerLocation.of(spec, jit.runner_id if jit else None), github, pods, clock, cleanup)
         except Exception as cleanup_error:
             log.error("could not clean up after the failed create of runner %s: %s", spec.runner_name, cleanup_error)
         raise
@@ -111,12 +111,8 @@ def _jit_config(spec: RunnerSpec, github: JitRegistry, clock: Clock, unregister_
         return github.generate_jitconfig(spec.runner_name, labels)
     except RunnerNameTaken:
         log.info("runner name %s is registered already; unregistering it and asking again", spec.runner_name)
-    unregister_by_name(_location(spec), github, clock, unregister_timeout)
+    unregister_by_name(RunnerLocation.of(spec, None), github, clock, unregister_timeout)
     return github.generate_jitconfig(spec.runner_name, labels)
-
-
-def _location(spec: RunnerSpec, runner_id: int | None = None) -> RunnerLocation:
-    return RunnerLocation(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner_id, spec.ephemeral)
 
 
 def _is_live(pod: Any) -> bool:

@@ -28,6 +28,7 @@ from .clock import Clock
 from .github_client import RemoveOutcome
 from .kube_client import pod_finished
 from .logs import ROUTINE
+from .manifests import RunnerSpec
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,12 @@ class RunnerLocation:
     runner_name: str
     runner_id: int | None
     ephemeral: bool
+
+    @classmethod
+    def of(cls, spec: RunnerSpec, runner_id: int | None, ephemeral: bool | None = None) -> RunnerLocation:
+        """Where the runner of ``spec`` lives; ``ephemeral`` as it was made, if that differs from the spec."""
+        made_ephemeral = spec.ephemeral if ephemeral is None else ephemeral
+        return cls(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner_id, made_ephemeral)
 
 
 @dataclass(frozen=True)
