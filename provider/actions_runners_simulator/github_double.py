@@ -161,10 +161,15 @@ class _RunnerRegistry:
         labels: Sequence[str],
         ephemeral: bool,
         listener: RunnerListener,
+        replace: bool,
     ) -> int:
+        """config.sh: with ``--replace`` a registration of the name is taken over, busy or not (its runner's
+        session ends, and a job it ran is lost); without, the name being taken fails the configuration."""
         with self._lock:
             self._check_token(scope, token)
             replaced = [r for r in self._runners.values() if r.scope == scope and r.name == name]
+            if replaced and not replace:
+                raise RegistrationRefused(f"A runner exists with the same name {name} in {scope}")
             for runner in replaced:
                 del self._runners[runner.id]
             runner_id = self._new_runner_id()
@@ -231,7 +236,8 @@ class _RunnerRegistry:
             if runner is not None:
                 runner.status, runner.busy = "offline", False
 
-    def start_job(self, runner_name: str, duration_seconds: float, scope: str | None) -> None:
+    def start_job(self, runner_name: str, duration_seconds: float | None, scope: str | None) -> None:
+        """``duration_seconds`` None: the job runs until `finish_job`."""
         with self._lock:
             named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
             runner = next((r for r in named if r.status == "online" and not r.busy), None)
@@ -241,6 +247,8 @@ class _RunnerRegistry:
             runner_id, listener = runner.id, runner.listener
         _notify([listener.job_started])
         with self._lock:  # scheduled only now, so that job_finished cannot overtake job_started
+            if duration_seconds is None:
+                return
             heapq.heappush(self._job_ends, (time.monotonic() + duration_seconds, runner_id))
             if self._clock_thread is None:
                 self._clock_thread = threading.Thread(target=self._end_jobs, name="github-double-jobs", daemon=True)
@@ -258,6 +266,17 @@ class _RunnerRegistry:
                 _, runner_id = heapq.heappop(self._job_ends)
                 callbacks = self._end_job(runner_id)
             _notify(callbacks)
+
+    def finish_job(self, runner_name: str, scope: str | None) -> None:
+        """The job that the named runner is running ends now; LookupError if none of that name is busy."""
+        with self._lock:
+            busy = [
+                r.id for r in self._runners.values() if r.name == runner_name and r.busy and scope in (None, r.scope)
+            ]
+            if not busy:
+                raise LookupError(f"no runner named {runner_name!r} is running a job in {scope or 'any scope'}")
+            callbacks = [callback for runner_id in busy for callback in self._end_job(runner_id)]
+        _notify(callbacks)
 
     def _end_job(self, runner_id: int) -> list[Callable[[], None]]:
         runner = self._runners.get(runner_id)
@@ -760,9 +779,11 @@ class GitHubDouble:
         labels: Sequence[str],
         ephemeral: bool,
         listener: RunnerListener,
+        replace: bool = True,
     ) -> int:
-        """``config.sh --unattended --replace``: a runner of the same name in the scope is replaced."""
-        return self._registry.register(self._scope_of(github_url), token, name, labels, ephemeral, listener)
+        """``config.sh --unattended [--replace]``: with ``replace``, a runner of the same name in the scope is
+        replaced (and a job it runs is lost); without, a taken name is refused."""
+        return self._registry.register(self._scope_of(github_url), token, name, labels, ephemeral, listener, replace)
 
     def connect_jit_runner(self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener) -> int:
         """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.
@@ -791,9 +812,14 @@ class GitHubDouble:
         """The runner process stopped: status "offline", registration kept; unknown ids are ignored."""
         self._registry.mark_offline(runner_id)
 
-    def start_job(self, runner_name: str, duration_seconds: float, *, scope: str | None = None) -> None:
-        """An online idle runner takes a job for ``duration_seconds``; LookupError if there is none."""
+    def start_job(self, runner_name: str, duration_seconds: float | None, *, scope: str | None = None) -> None:
+        """An online idle runner takes a job for ``duration_seconds`` (None: until `finish_job`); LookupError if
+        there is none."""
         self._registry.start_job(runner_name, duration_seconds, scope)
+
+    def finish_job(self, runner_name: str, *, scope: str | None = None) -> None:
+        """End the job the named runner runs now (a held one); LookupError if it runs none."""
+        self._registry.finish_job(runner_name, scope)
 
     # --- inspection and fault injection ---
 
@@ -966,12 +992,20 @@ class GitHubDouble:
         if (method, path) == ("GET", "/_simulator/calls"):
             return _Reply(200, [{k: v for k, v in call.items() if k != "headers"} for call in self.calls()])
         if (method, path) == ("POST", "/_simulator/jobs"):
-            name, duration = payload["runner_name"], float(payload["duration_seconds"])
+            # "duration_seconds": null holds the job until POST /_simulator/jobs/finish names its runner.
+            name, seconds = payload["runner_name"], payload["duration_seconds"]
+            duration = None if seconds is None else float(seconds)
             try:
                 self.start_job(name, duration, scope=payload.get("scope"))
             except LookupError as error:
                 return _Reply(409, {"message": str(error)})
             return _Reply(201, {"runner_name": name, "duration_seconds": duration})
+        if (method, path) == ("POST", "/_simulator/jobs/finish"):
+            try:
+                self.finish_job(payload["runner_name"], scope=payload.get("scope"))
+            except LookupError as error:
+                return _Reply(409, {"message": str(error)})
+            return _Reply(200, {"runner_name": payload["runner_name"]})
         if (method, path) == ("POST", "/_simulator/faults"):
             options = ("count", "method", "path_regex", "retry_after", "rate_limit_reset_in")
             self.fail_next(int(payload["status"]), **{key: payload[key] for key in options if key in payload})

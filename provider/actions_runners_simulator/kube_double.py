@@ -63,8 +63,10 @@ class PodProcess(Protocol):
     restart_policy: str
     env: dict[str, str]
 
-    def exited(self, exit_code: int) -> None:
-        """Report that the container process ended (from any thread, at most once per start)."""
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
+        """Report that the container process ended (from any thread, at most once per start); its last log line
+        becomes the termination message of a container with ``terminationMessagePolicy: FallbackToLogsOnError``
+        that failed."""
 
 
 class ContainerRuntime(Protocol):
@@ -264,8 +266,8 @@ class _Process:
         self._start_delivered = False
         self._terminate_requested = False
 
-    def exited(self, exit_code: int) -> None:
-        self._cluster.container_exited(self, exit_code)
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
+        self._cluster.container_exited(self, exit_code, last_log_line)
 
     def start_in(self, runtime: ContainerRuntime) -> None:
         with self._delivery_lock:
@@ -404,7 +406,7 @@ class _Cluster:
             process.terminate_in(self._runtime)
         return answer
 
-    def container_exited(self, process: _Process, exit_code: int) -> None:
+    def container_exited(self, process: _Process, exit_code: int, last_log_line: str = "") -> None:
         """Kubelet's part: finish, restart or (while terminating) remove the pod whose container ended."""
         with self._lock:
             if self._processes.get(process.uid) is not process:
@@ -424,6 +426,9 @@ class _Cluster:
                 "finishedAt": _rfc3339(),
                 "containerID": container["containerID"],
             }
+            policy = pod["spec"]["containers"][0]["terminationMessagePolicy"]
+            if exit_code != 0 and policy == "FallbackToLogsOnError" and last_log_line:
+                terminated["message"] = last_log_line
             container |= {"ready": False, "started": False}
             status["conditions"] = _pod_conditions(ready=False)
             if process.restart_policy == "Always" or (process.restart_policy == "OnFailure" and exit_code != 0):
@@ -493,6 +498,9 @@ class _Cluster:
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec["nodeName"] = "simulator-node"
         container = spec["containers"][0]
+        for each in spec["containers"]:  # the API server's defaults
+            each.setdefault("terminationMessagePath", "/dev/termination-log")
+            each.setdefault("terminationMessagePolicy", "File")
         container_status = {"name": container["name"], "image": container["image"], "imageID": "", "ready": False}
         container_status |= {"restartCount": 0, "started": False, "state": {"waiting": {"reason": "ContainerCreating"}}}
         conditions = _pod_conditions(ready=False)

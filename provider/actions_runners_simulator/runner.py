@@ -1,10 +1,13 @@
 """The simulated runner: what the actions-runner image does inside a pod, enough to exercise the provider.
 
-It boots from the pod's environment (``RUNNER_TOKEN`` or ``RUNNER_JITCONFIG`` resolved from the Secret by the
-Kubernetes double), registers with the GitHub double as ``config.sh`` would or connects with its just-in-time
-config as ``run.sh --jitconfig`` does, takes jobs, exits when its registration is removed,
-and — like a real runner whose pod is deleted mid-job — loses its job if it is stopped while busy. Those losses
-are recorded in ``jobs_killed``: the number the provider must keep at zero.
+It boots from the pod's environment as the runner image does (``ACTIONS_RUNNER_INPUT_TOKEN`` or
+``ACTIONS_RUNNER_INPUT_JITCONFIG`` resolved from the Secret by the Kubernetes double), registers with the
+GitHub double as ``config.sh`` would or connects with its just-in-time config as ``run.sh --jitconfig`` does,
+takes jobs, and exits when its registration is removed. Like a real runner whose pod is deleted mid-job, or
+whose registration another ``config.sh --replace`` takes over, it loses its job if stopped while busy. Those
+losses are recorded in ``jobs_killed``: the number the provider must keep at zero. A refused registration
+ends the container with config.sh's error as its last log line, which the Kubernetes double turns into the
+termination message.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from dataclasses import dataclass, field
 
 from .github_double import GitHubDouble, RegistrationRefused
 from .kube_double import PodProcess
+
+INPUT = "ACTIONS_RUNNER_INPUT_"  # the runner image's own convention for its command-line arguments
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +35,20 @@ class _RunnerProcess:
     exited: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def exit(self, code: int) -> None:
+    def exit(self, code: int, message: str = "") -> None:
         with self.lock:
             if self.exited:
                 return
             self.exited = True
-        self.process.exited(code)
+        self.process.exited(code, message)
 
 
 class _Listener:
     """Receives what GitHub does to this runner's registration."""
 
-    def __init__(self, runner: _RunnerProcess) -> None:
+    def __init__(self, runner: _RunnerProcess, jobs_killed: list[str]) -> None:
         self._runner = runner
+        self._jobs_killed = jobs_killed
 
     def job_started(self) -> None:
         self._runner.busy = True
@@ -52,6 +58,12 @@ class _Listener:
 
     def removed(self) -> None:
         # The runner's listener sees its registration gone and the process ends (an ephemeral one after its job).
+        # RemoveRunner never removes a busy runner; a registration taken over by config.sh --replace is gone
+        # busy or not, and its job with it.
+        if self._runner.busy:
+            name = self._runner.process.env.get(f"{INPUT}NAME", self._runner.process.name)
+            log.error("runner %s lost its registration to config.sh --replace while running a job", name)
+            self._jobs_killed.append(name)
         self._runner.exit(0)
 
 
@@ -71,9 +83,9 @@ class SimulatedRunners:
         runner = _RunnerProcess(process)
         with self._lock:
             self._running[(process.namespace, process.name)] = runner
-        if {"RUNNER_NAME", "RUNNER_JITCONFIG", "GITHUB_URL"} <= process.env.keys():
+        if {f"{INPUT}JITCONFIG", f"{INPUT}URL"} <= process.env.keys():
             _after(self._boot_seconds, self._connect_jit, runner)
-        elif {"RUNNER_NAME", "RUNNER_TOKEN", "GITHUB_URL"} <= process.env.keys():
+        elif {f"{INPUT}NAME", f"{INPUT}TOKEN", f"{INPUT}URL"} <= process.env.keys():
             _after(self._boot_seconds, self._register, runner)
 
     def terminate(self, process: PodProcess) -> None:
@@ -83,7 +95,7 @@ class SimulatedRunners:
             process.exited(0)
             return
         if runner.busy:
-            name = process.env.get("RUNNER_NAME", process.name)
+            name = process.env.get(f"{INPUT}NAME", process.name)
             log.error("runner %s stopped while running a job: the job is lost", name)
             self.jobs_killed.append(name)
         if runner.runner_id is not None and not runner.exited:
@@ -94,12 +106,13 @@ class SimulatedRunners:
         env = runner.process.env
         try:
             runner.runner_id = self._github.register_runner(
-                github_url=env["GITHUB_URL"],
-                token=env["RUNNER_TOKEN"],
-                name=env["RUNNER_NAME"],
-                labels=[label for label in env.get("RUNNER_LABELS", "").split(",") if label],
-                ephemeral=env.get("RUNNER_EPHEMERAL") == "true",
-                listener=_Listener(runner),
+                github_url=env[f"{INPUT}URL"],
+                token=env[f"{INPUT}TOKEN"],
+                name=env[f"{INPUT}NAME"],
+                labels=[label for label in env.get(f"{INPUT}LABELS", "").split(",") if label],
+                ephemeral=env.get(f"{INPUT}EPHEMERAL") == "true",
+                listener=_Listener(runner, self.jobs_killed),
+                replace=env.get(f"{INPUT}REPLACE") == "true",
             )
         except RegistrationRefused as refused:
             # config.sh fails and the container exits non-zero, as a real one does with an expired token.
@@ -110,7 +123,9 @@ class SimulatedRunners:
         env = runner.process.env
         try:
             runner.runner_id = self._github.connect_jit_runner(
-                github_url=env["GITHUB_URL"], encoded_jit_config=env["RUNNER_JITCONFIG"], listener=_Listener(runner)
+                github_url=env[f"{INPUT}URL"],
+                encoded_jit_config=env[f"{INPUT}JITCONFIG"],
+                listener=_Listener(runner, self.jobs_killed),
             )
         except RegistrationRefused as refused:
             # run.sh fails on a config used already or of a registration removed, and the container exits 1.
@@ -118,8 +133,9 @@ class SimulatedRunners:
 
     def _refused(self, runner: _RunnerProcess, refused: RegistrationRefused) -> None:
         """The refusal's message never quotes the credential, so it may be recorded and logged."""
-        self.registrations_refused.append((runner.process.env["RUNNER_NAME"], str(refused)))
-        runner.exit(1)
+        name = runner.process.env.get(f"{INPUT}NAME", runner.process.name)
+        self.registrations_refused.append((name, str(refused)))
+        runner.exit(1, f"An error occurred: {refused}")
 
 
 def _after(seconds: float, action: Callable[..., None], *args: object) -> None:

@@ -22,24 +22,28 @@ RUNNER_LABEL = "actions-runners.pulumi.io/runner"
 POOL_LABEL = "actions-runners.pulumi.io/pool"
 TERMINATION_GRACE_SECONDS = 30
 
-# The runner image's own scripts, configured from the environment (the token never appears in the spec).
-RUNNER_COMMAND = """set -eu
+# The runner image reads every config.sh / run.sh argument from ACTIONS_RUNNER_INPUT_<ARG> (actions/runner's
+# CommandSettings), so no credential is ever on a command line, where node-level process monitoring would see it.
+INPUT = "ACTIONS_RUNNER_INPUT_"
+RUNNER_COMMAND = f"""set -eu
 cd /home/runner
-flags=""
-if [ "$RUNNER_EPHEMERAL" = "true" ]; then flags="--ephemeral"; fi
-./config.sh --unattended --replace --work _work --url "$GITHUB_URL" --token "$RUNNER_TOKEN" \\
-  --name "$RUNNER_NAME" ${RUNNER_LABELS:+--labels "$RUNNER_LABELS"} $flags
-unset RUNNER_TOKEN  # jobs inherit the runner's environment; the token must not reach them
+./config.sh
+unset {INPUT}TOKEN  # jobs inherit the runner's environment; the token must not reach them
 exec ./run.sh
 """
 # A just-in-time runner is registered already: run.sh reads its config from ACTIONS_RUNNER_INPUT_JITCONFIG,
 # which the runner clears from its environment before any job starts (as ARC's runners do).
 JIT_RUNNER_COMMAND = """set -eu
 cd /home/runner
-export ACTIONS_RUNNER_INPUT_JITCONFIG="$RUNNER_JITCONFIG"
-unset RUNNER_JITCONFIG
 exec ./run.sh
 """
+OWNER_LABEL_PREFIX = "pulumi-owner-"
+
+
+def owner_label(owner: str) -> str:
+    """The GitHub label that proves a registration is this resource's: runner names are unique per GitHub scope,
+    not per namespace or stack, so a name alone proves nothing. ``runs-on`` ignores labels it does not ask for."""
+    return OWNER_LABEL_PREFIX + owner
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,12 @@ class RunnerSpec:
     token_hash: str  # JIT_TOKEN_HASH for a just-in-time runner
     jit_config: bool = False
     pool: str = ""  # the RunnerPool it belongs to, if any
+    owner: str | None = None  # the resource's ownership id (see owner_label); None in a state from before it
+
+    @property
+    def registration_labels(self) -> tuple[str, ...]:
+        """The custom labels GitHub gets: the user's, then the ownership label."""
+        return (*self.labels, *((owner_label(self.owner),) if self.owner else ()))
 
     @property
     def spec_hash(self) -> str:
@@ -97,16 +107,19 @@ def _from_secret(spec: RunnerSpec, name: str, key: str) -> dict[str, Any]:
 
 def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
-        {"name": "RUNNER_NAME", "value": spec.runner_name},
-        {"name": "GITHUB_URL", "value": spec.github_url},
+        {"name": f"{INPUT}URL", "value": spec.github_url},
+        {"name": f"{INPUT}NAME", "value": spec.runner_name},
     ]
     if spec.jit_config:  # name, labels and ephemerality were given to GitHub with the config
-        env.append(_from_secret(spec, "RUNNER_JITCONFIG", JIT_CONFIG_KEY))
+        env.append(_from_secret(spec, f"{INPUT}JITCONFIG", JIT_CONFIG_KEY))
     else:
         env += [
-            _from_secret(spec, "RUNNER_TOKEN", TOKEN_KEY),
-            {"name": "RUNNER_LABELS", "value": ",".join(spec.labels)},
-            {"name": "RUNNER_EPHEMERAL", "value": "true" if spec.ephemeral else "false"},
+            _from_secret(spec, f"{INPUT}TOKEN", TOKEN_KEY),
+            {"name": f"{INPUT}LABELS", "value": ",".join(spec.registration_labels)},
+            {"name": f"{INPUT}EPHEMERAL", "value": "true" if spec.ephemeral else "false"},
+            {"name": f"{INPUT}REPLACE", "value": "true"},  # its own earlier registration: see startup.py
+            {"name": f"{INPUT}UNATTENDED", "value": "true"},
+            {"name": f"{INPUT}WORK", "value": "_work"},
         ]
     return {
         "apiVersion": "v1",
@@ -128,6 +141,8 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
                     "image": spec.image,
                     "command": ["/bin/bash", "-c", JIT_RUNNER_COMMAND if spec.jit_config else RUNNER_COMMAND],
                     "env": env,
+                    # config.sh's own error (an expired token, a name taken) becomes the pod's termination message.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                 }
             ],
         },
