@@ -2,7 +2,9 @@
 
 The grace period G is scaled down from 30 s, and GitHub's rate-limit minute and hour by the same factor (the
 limits themselves stay GitHub's: 900 points a minute per endpoint with a write at 5, 80 content-creating
-requests a minute, 100 concurrent requests), so the budget binds where it would for a real fleet.
+requests a minute and 500 an hour, 100 concurrent requests), so the budget binds where it would for a real fleet.
+With ``--foreign N`` each scenario runs again with N other runners registered in the same scope first (another
+team's, in the same organization): GitHub calls per runner must not grow with them.
 
 For each scenario it prints the wall time of the rotating `up` over Floor(N), where
     Floor(N) = max(G + termination + start, the shortest time GitHub's budget allows for the rotation's calls)
@@ -10,7 +12,7 @@ For each scenario it prints the wall time of the rotating `up` over Floor(N), wh
 ratio to the stricter floor in which the last call the budget admits still needs its G + termination + start.
 Then GitHub calls per replaced runner and 403/429 answers. Only ratios within one run mean much.
 
-    .venv/bin/python bench/rotation.py [--sizes 50 200 500] [--runner-sizes 50 200] [--grace 1.0]
+    .venv/bin/python bench/rotation.py [--sizes 50 200 500] [--runner-sizes 50 200] [--grace 1.0] [--foreign 2000]
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import requests
 from replace import pod_termination_seconds  # bench/ is the script's folder, so its sibling imports
 
 from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
 from pulumi_actions_runners.github_budget import (
-    CONTENT_CREATING_PER_WINDOW,
+    CONTENT_CREATING_PER_HOUR,
+    HOUR_WINDOWS,
     POINTS_PER_WINDOW,
     WRITE_POINTS,
+    content_creating_seconds,
     endpoint_of,
 )
 
@@ -54,6 +59,7 @@ class Rotation:
     killed: int
     start: float
     longest_job: float = 0.0
+    foreign: int = 0
 
 
 def fleet(
@@ -95,14 +101,59 @@ def fleet(
     return program
 
 
-def rotate(kind: str, size: int, grace: float, *, busy_fraction: float = 0.0, busy_seconds: float = 0.0) -> Rotation:
+class _Elsewhere:
+    """The listener of another team's runner: it never runs a job here."""
+
+    def job_started(self) -> None: ...
+
+    def job_finished(self) -> None: ...
+
+    def removed(self) -> None: ...
+
+
+def register_foreign(sim: Simulator, count: int) -> None:
+    """``count`` other runners registered in the scope, as config.sh registers them (they are listed, online)."""
+    if not count:
+        return
+    scope = sim.repo_url.removeprefix(sim.github.url + "/")
+    answer = requests.post(
+        f"{sim.github.api_url}/repos/{scope}/actions/runners/registration-token",
+        headers={"Authorization": f"Bearer {sim.credential}", "Accept": "application/vnd.github+json"},
+        timeout=10,
+    )
+    answer.raise_for_status()
+    token = answer.json()["token"]
+    for index in range(count):
+        sim.github.register_runner(
+            github_url=sim.repo_url,
+            token=token,
+            name=f"other-team-{index}",
+            labels=["other-team"],
+            ephemeral=False,
+            listener=_Elsewhere(),
+        )
+
+
+def rotate(
+    kind: str,
+    size: int,
+    grace: float,
+    *,
+    busy_fraction: float = 0.0,
+    busy_seconds: float = 0.0,
+    foreign: int = 0,
+) -> Rotation:
     time_scale = REAL_GRACE_SECONDS / grace
     with Simulator(token_lifetime=2000, time_scale=time_scale) as sim:
+        register_foreign(sim, foreign)
         env = {**os.environ, **sim.provider_env}
         with MiniEngine(ROOT, env=env) as engine:
             engine.up(fleet(sim, kind, size, grace))
             window = 60.0 / time_scale
-            time.sleep(window)  # a fleet is rotated long after it was made: the budget's window is fresh
+            # A fleet is rotated long after it was made: the budget's window is fresh, and so is its hour if the
+            # just-in-time configs of making and rotating it would not both fit in one (500 content-creating calls).
+            jit_hour = kind == "jit-pool" and 2 * size + 1 > CONTENT_CREATING_PER_HOUR
+            time.sleep(window * (HOUR_WINDOWS if jit_hour else 1))
 
             prefix = "runner" if kind == "runners" else "pool"
             busy = [f"{prefix}-{i}" for i in range(0, size, round(1 / busy_fraction))] if busy_fraction else []
@@ -123,7 +174,9 @@ def rotate(kind: str, size: int, grace: float, *, busy_fraction: float = 0.0, bu
             engine.up(fleet(sim, kind, size + 1, grace, image=OTHER_IMAGE if kind == "jit-pool" else None))
             start = time.monotonic() - added
         return Rotation(
-            label=kind + (f", {len(busy)} busy {busy_seconds:.0f} s" if busy else ""),
+            label=kind
+            + (f", {len(busy)} busy {busy_seconds:.0f} s" if busy else "")
+            + (f", {foreign} other" if foreign else ""),
             runners=size,
             wall=wall,
             budget_seconds=budget_seconds(calls, window),
@@ -134,13 +187,14 @@ def rotate(kind: str, size: int, grace: float, *, busy_fraction: float = 0.0, bu
             killed=len(sim.runners.jobs_killed),
             start=start,
             longest_job=busy_seconds if busy else 0.0,
+            foreign=foreign,
         )
 
 
 def _check_rotated(sim: Simulator, engine: MiniEngine, kind: str, size: int, calls: list[dict]) -> None:
     """Every runner was replaced: as many successful RemoveRunner calls as runners, and all online again."""
     removed = sum(1 for c in calls if c["method"] == "DELETE" and c["status"] in (204, 404))
-    online = sum(1 for r in sim.github.runners() if r["status"] == "online")
+    online = sum(1 for r in sim.github.runners() if r["status"] == "online" and not r["name"].startswith("other-team-"))
     if kind != "runners":
         pool = next(r.outputs for r in engine.state.values() if r.type.endswith(":RunnerPool"))
         assert pool["problems"] == [], pool["problems"]
@@ -155,37 +209,42 @@ def budget_seconds(calls: list[dict], window: float) -> float:
         points[endpoint_of(call["method"], call["path"])] += WRITE_POINTS if call["method"] != "GET" else 1
         content_creating += call["method"] in ("POST", "PATCH", "PUT")
     waits = [window * ((spent - 1) // POINTS_PER_WINDOW) for spent in points.values()]
-    waits.append(window * (max(content_creating - 1, 0) // CONTENT_CREATING_PER_WINDOW))
+    waits.append(content_creating_seconds(content_creating, window))
     return max(waits)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 200, 500])
-    parser.add_argument("--runner-sizes", type=int, nargs="+", default=[50, 200])
+    parser.add_argument("--runner-sizes", type=int, nargs="*", default=[50, 200])
     parser.add_argument("--grace", type=float, default=1.0)
     parser.add_argument("--busy-seconds", type=float, default=5.0)
-    parser.add_argument("--busy-size", type=int, default=200)
+    parser.add_argument("--busy-size", type=int, default=200, help="0: no busy scenario")
+    parser.add_argument(
+        "--foreign", type=int, nargs="+", default=[0], help="other runners in the scope; each count is a run"
+    )
     args = parser.parse_args()
 
     grace = args.grace
     print(f"G = {grace:.2f} s; GitHub's minute scaled to {60.0 * grace / REAL_GRACE_SECONDS:.2f} s", flush=True)
-    scenarios: list[tuple[str, int, float]] = []
-    for size in args.sizes:
-        scenarios += [("pool", size, 0.0), *([("runners", size, 0.0)] if size in args.runner_sizes else [])]
-        scenarios.append(("jit-pool", size, 0.0))
-    scenarios.append(("pool", args.busy_size, 0.1))
+    scenarios: list[tuple[str, int, float, int]] = []
+    for foreign in args.foreign:
+        for size in args.sizes:
+            separate = [("runners", size, 0.0, foreign)] if size in args.runner_sizes else []
+            scenarios += [("pool", size, 0.0, foreign), *separate, ("jit-pool", size, 0.0, foreign)]
+        if args.busy_size:
+            scenarios.append(("pool", args.busy_size, 0.1, foreign))
 
     results: list[Rotation] = []
     ratios: dict[tuple[str, int], float] = {}
-    for kind, size, busy_fraction in scenarios:
-        r = rotate(kind, size, grace, busy_fraction=busy_fraction, busy_seconds=args.busy_seconds)
+    for kind, size, busy_fraction, foreign in scenarios:
+        r = rotate(kind, size, grace, busy_fraction=busy_fraction, busy_seconds=args.busy_seconds, foreign=foreign)
         results.append(r)
         physical = grace + r.termination + r.start
         floor = max(physical, r.budget_seconds)
         ratios[(r.label, r.runners)] = r.wall / floor
         line = (
-            f"rotation: {r.label:<22} N={r.runners:<4} wall={r.wall:7.2f} s  Floor={floor:5.2f} s "
+            f"rotation: {r.label:<32} N={r.runners:<4} wall={r.wall:7.2f} s  Floor={floor:5.2f} s "
             f"(G+term+start {grace:.2f}+{r.termination:.2f}+{r.start:.2f}, budget {r.budget_seconds:.2f})  "
             f"ratio={r.wall / floor:5.2f}  "
             f"ratio_to_budget_then_grace={r.wall / (r.budget_seconds + physical):5.2f}  "
@@ -198,12 +257,14 @@ def main() -> None:
         print(line, flush=True)
 
     size = 200 if 200 in args.sizes else args.sizes[-1]
-    pool = next(r for r in results if (r.label, r.runners) == ("pool", size))
-    print(
-        f"rotation: N={size} pool_ratio={ratios[('pool', size)]:.2f} "
-        f"per_runner_ratio={ratios.get(('runners', size), float('nan')):.2f} "
-        f"calls_per_runner={pool.calls / pool.runners:.3f} busy_killed={sum(r.killed for r in results)}"
-    )
+    for foreign in args.foreign:
+        other = f", {foreign} other" if foreign else ""
+        pool = next(r for r in results if (r.label, r.runners) == ("pool" + other, size))
+        print(
+            f"rotation: N={size} foreign={foreign} pool_ratio={ratios[('pool' + other, size)]:.2f} "
+            f"per_runner_ratio={ratios.get(('runners' + other, size), float('nan')):.2f} "
+            f"calls_per_runner={pool.calls / pool.runners:.3f} busy_killed={sum(r.killed for r in results)}"
+        )
 
 
 if __name__ == "__main__":

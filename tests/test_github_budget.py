@@ -17,6 +17,7 @@ from pulumi_actions_runners.github_budget import (
     WINDOW_ENV,
     GitHubBudget,
     RateLimitWaitTooLong,
+    content_creating_seconds,
     endpoint_of,
     shared_budget,
 )
@@ -138,6 +139,71 @@ def test_content_creating_requests_are_paced_across_endpoints(start_double) -> N
     assert not [r for r in results if isinstance(r, Exception)]
     assert github.secondary_limit_hits() == 0
     assert 1.0 <= elapsed < 1.8, "four requests per window: three windows"
+
+
+def test_content_creating_requests_are_paced_to_the_hourly_limit_too() -> None:
+    clock = FakeClock()
+    # Four a window and six an hour (an hour is 60 windows: 60 s here).
+    budget = clock.budget(content_creating_per_window=4, content_creating_per_hour=6, window_seconds=1.0)
+    sent_at = []
+    for index in range(8):
+        with budget.request("POST", f"/repos/o/r{index}/actions/runners/generate-jitconfig"):
+            sent_at.append(clock.elapsed)
+    margin = budget.margin_seconds
+    assert sent_at[:4] == [0.0] * 4
+    assert sent_at[4:6] == [pytest.approx(1.0 + margin)] * 2, "the minute's four are spent: the next window"
+    assert sent_at[6:] == [pytest.approx(60.0 + margin)] * 2, "the hour's six are spent: an hour after the first"
+    assert budget.hour_seconds == 60.0
+    with budget.request("DELETE", "/repos/o/r/actions/runners/1"), budget.request("GET", "/repos/o/r/actions/runners"):
+        assert clock.elapsed == sent_at[-1], "neither a removal nor a read creates content"
+
+
+def test_a_pacing_wait_for_the_hourly_limit_may_last_the_hour_and_is_named(caplog) -> None:
+    """The 501st just-in-time config of a large pool waits for the hour's first ones to age out, longer than the
+    caller's max_wait, which bounds waits for refusals; the hour bounds this one."""
+    clock = FakeClock()
+    budget = clock.budget(content_creating_per_hour=2, window_seconds=1.0)
+    for _ in range(2):
+        with budget.request("POST", "/orgs/o/actions/runners/registration-token"):
+            pass
+    with caplog.at_level("INFO"), budget.request("POST", "/orgs/o/actions/runners/registration-token", max_wait=30):
+        pass
+    assert sum(clock.sleeps) == pytest.approx(60.0 + budget.margin_seconds)
+    assert "content-creating requests (2 an hour)" in caplog.text
+
+
+def test_the_hourly_limit_keeps_a_client_within_the_double_s_scaled_hour(start_double) -> None:
+    # The double's hour is 60 of its minutes, as the simulator scales both: 1.2 s, three content-creating calls.
+    github = start_double(
+        content_creating_per_minute=80, content_creating_per_hour=3, window_seconds=0.02, rate_limit_window_seconds=1.2
+    )
+    budget = GitHubBudget(content_creating_per_hour=3, window_seconds=0.02)
+
+    def create(index: int) -> object:
+        with client(github, budget) as gh:
+            return gh.create_registration_token()
+
+    elapsed, results = in_threads(5, create)
+
+    assert not [r for r in results if isinstance(r, Exception)]
+    assert github.rate_limit_refusals() == 0, "paced, never refused"
+    assert 1.2 <= elapsed < 2.0, "the fourth and fifth waited for the hour"
+
+
+@pytest.mark.parametrize(
+    ("count", "minutes"),
+    [(0, 0), (1, 0), (80, 0), (81, 1), (160, 1), (161, 2), (500, 6), (501, 60), (580, 60), (581, 61), (1001, 120)],
+)
+def test_content_creating_seconds_is_the_soonest_both_limits_allow(count: int, minutes: int) -> None:
+    assert content_creating_seconds(count, window_seconds=60.0) == 60.0 * minutes
+    assert content_creating_seconds(count, window_seconds=2.0) == 2.0 * minutes
+
+
+def test_content_creating_seconds_takes_the_minute_the_budget_takes(monkeypatch) -> None:
+    monkeypatch.setenv(WINDOW_ENV, "2")
+    assert content_creating_seconds(501) == 120.0
+    monkeypatch.delenv(WINDOW_ENV)
+    assert content_creating_seconds(501) == 3600.0
 
 
 def test_requests_in_flight_are_capped(start_double) -> None:
@@ -320,12 +386,14 @@ def test_callers_queued_behind_others_of_their_endpoint_are_bounded_too() -> Non
 def test_transport_retries_are_charged_as_the_requests_they_are(start_double) -> None:
     github = start_double()
     github.fail_next(503, count=2)
-    budget = GitHubBudget(content_creating_per_window=3, window_seconds=30)
-    with client(github, budget, max_rate_limit_wait=0.5) as gh:
+    clock = FakeClock()
+    budget = clock.budget(content_creating_per_window=3, window_seconds=30)
+    with client(github, budget) as gh:
         gh.create_registration_token()  # three requests: two 503s retried by urllib3, then the 201
-        with pytest.raises(GitHubRateLimited, match=r"content-creating requests \(3 per 30 s\)"):
-            gh.create_registration_token()
-    assert len(github.calls()) == 3
+        assert clock.sleeps == []
+        gh.create_registration_token()  # the window's three are spent: it waits the window out
+    assert sum(clock.sleeps) == pytest.approx(30 + budget.margin_seconds, abs=0.5)
+    assert len(github.calls()) == 4
 
 
 # -- configuration and sharing -----------------------------------------------------------------------------

@@ -201,6 +201,21 @@ def test_a_rate_limit_longer_than_the_wait_budget_fails_and_says_so(github) -> N
     assert len(github.calls()) == 1
 
 
+def test_a_content_creating_call_may_wait_out_githubs_hour_where_other_calls_may_not(github) -> None:
+    """The 501st just-in-time config of a large pool waits for the hour's first ones to age out (bounded by the
+    hour), instead of failing after max_rate_limit_wait; a GET is still held to that bound."""
+    clock = FakeClock()
+    budget = GitHubBudget(
+        content_creating_per_hour=1, window_seconds=10, now=clock.now, monotonic=clock.monotonic, sleep=clock.sleep
+    )
+    with client(github, budget=budget, max_rate_limit_wait=60) as gh:
+        gh.create_registration_token()
+        gh.create_registration_token()  # the hour (60 windows of 10 s) allows one: this one waits ~600 s
+
+    assert sum(clock.sleeps) >= 600 - 1
+    assert [c["status"] for c in github.calls("POST")] == [201, 201]
+
+
 def test_bad_credentials_fail_at_once(github) -> None:
     started = time.monotonic()
     with client(github, credential="ghp_wrong") as gh, pytest.raises(GitHubError, match="401: Bad credentials"):

@@ -114,7 +114,7 @@ class FakePodProcess:
     restart_policy: str = "Never"
     exit_codes: list[int] = field(default_factory=list)
 
-    def exited(self, exit_code: int) -> None:
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
         self.exit_codes.append(exit_code)
 
 
@@ -622,7 +622,12 @@ def test_jit_config_of_another_scope_or_server_or_forged_is_refused(github):
 def test_simulated_runner_boots_from_a_jit_config_once(github):
     runners = SimulatedRunners(github, boot_seconds=0.01, stop_seconds=0.01)
     runner_id, config = jit_runner(github, "orgs/octo", "jit-pod")
-    env = {"RUNNER_NAME": "jit-pod", "GITHUB_URL": config_url(github, "orgs/octo"), "RUNNER_JITCONFIG": config}
+    url = config_url(github, "orgs/octo")
+    env = {
+        "ACTIONS_RUNNER_INPUT_NAME": "jit-pod",
+        "ACTIONS_RUNNER_INPUT_URL": url,
+        "ACTIONS_RUNNER_INPUT_JITCONFIG": config,
+    }
     pod = FakePodProcess("jit-pod", env)
     runners.start(pod)
     assert wait_for(lambda: github.runners()[0]["status"] == "online")
@@ -641,9 +646,9 @@ def test_simulated_runner_boots_from_a_jit_config_once(github):
     token_pod = FakePodProcess(
         "classic",
         {
-            "RUNNER_NAME": "classic",
-            "GITHUB_URL": config_url(github, "orgs/octo"),
-            "RUNNER_TOKEN": registration_token(github, "orgs/octo"),
+            "ACTIONS_RUNNER_INPUT_NAME": "classic",
+            "ACTIONS_RUNNER_INPUT_URL": url,
+            "ACTIONS_RUNNER_INPUT_TOKEN": registration_token(github, "orgs/octo"),
         },
     )
     runners.start(token_pod)  # the registration-token path is unchanged
@@ -700,6 +705,30 @@ def test_list_defaults_to_30_caps_at_100_and_filters_by_exact_name(github):
     assert "Link" not in named.headers
     nobody = call(github, "GET", "/orgs/octo/actions/runners", params={"name": "runner-"})
     assert nobody.json() == {"total_count": 0, "runners": []}
+
+
+@pytest.mark.parametrize("scope", ["repos/octo/app", "orgs/octo", "enterprises/megacorp"])
+def test_the_name_filter_answers_that_name_only_in_every_scope_as_the_contract_describes(github, scope):
+    token = registration_token(github, scope)
+    for index in range(120):
+        register(github, scope, f"runner-{index}", token=token)
+    register(github, "orgs/elsewhere", "runner-7")  # the same name in another scope is not this scope's
+
+    named = call(github, "GET", f"/{scope}/actions/runners", params={"name": "runner-7", "per_page": 100})
+    assert_matches_contract(named)
+    assert named.json()["total_count"] == 1
+    assert [runner["name"] for runner in named.json()["runners"]] == ["runner-7"]
+    assert "Link" not in named.headers, "one page, whatever the size of the scope"
+    past_the_end = call(github, "GET", f"/{scope}/actions/runners", params={"name": "runner-7", "page": 2})
+    assert_matches_contract(past_the_end)
+    assert past_the_end.json() == {"total_count": 1, "runners": []}
+
+    # Unfiltered, the same scope pages as before, in id order, the filter kept out of its links.
+    last = call(github, "GET", f"/{scope}/actions/runners", params={"per_page": 100, "page": 2})
+    assert_matches_contract(last)
+    assert last.json()["total_count"] == 120
+    assert [runner["name"] for runner in last.json()["runners"]] == [f"runner-{i}" for i in range(100, 120)]
+    assert "name=" not in last.headers["Link"]
 
 
 # --- authentication, faults and rate limits ---------------------------------------------------------------
@@ -1072,6 +1101,40 @@ def test_generate_jitconfig_is_content_creating(with_limits):
 
     time.sleep(int(refused.headers["retry-after"]))
     assert generate_jitconfig(limited, "repos/octo/app", "c", credential="ghp_first").status_code == 201
+
+
+def test_content_creating_requests_are_limited_per_hour_too(with_limits):
+    # The hour is scaled with rate_limit_window_seconds, as Simulator(time_scale=...) scales it.
+    limited = with_limits(content_creating_per_minute=80, content_creating_per_hour=3, rate_limit_window_seconds=1.0)
+    path = "/orgs/octo/actions/runners/registration-token"
+    for created in [
+        path,
+        "/orgs/octo/actions/runners/remove-token",
+        "/repos/octo/app/actions/runners/registration-token",
+    ]:
+        assert call(limited, "POST", created, credential="ghp_first").status_code == 201
+    refused = generate_jitconfig(limited, "orgs/octo", "a", credential="ghp_first")
+    assert_secondary_limit(refused)  # though the minute has 77 left
+    assert refused.headers["retry-after"] == "1"
+    assert limited.runners() == [], "a refusal creates nothing"
+    assert call(limited, "DELETE", "/orgs/octo/actions/runners/1", credential="ghp_first").status_code == 404
+    assert call(limited, "POST", path, credential="ghp_second").status_code == 201, "per credential"
+    assert (limited.secondary_limit_hits(), limited.rate_limit_refusals()) == (1, 1)
+
+    time.sleep(int(refused.headers["retry-after"]))
+    assert generate_jitconfig(limited, "orgs/octo", "a", credential="ghp_first").status_code == 201
+
+
+def test_the_simulator_scales_the_content_creating_hour_with_its_time_scale():
+    from actions_runners_simulator.simulator import Simulator
+
+    sim = Simulator(time_scale=30.0)
+    try:
+        limits = sim.github._traffic._secondary[sim.credential].limits
+        assert (limits.content_creating, limits.window) == (80, 2.0)
+        assert (limits.content_creating_hourly, limits.hour) == (500, 120.0)
+    finally:
+        sim.stop()
 
 
 def test_primary_window_scales_down_with_rate_limit_window_seconds(with_limits):

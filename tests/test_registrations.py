@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -104,13 +104,13 @@ def test_a_wait_for_another_callers_listing_is_bounded_and_says_what_it_waited_f
         def __init__(self, blocked: bool) -> None:
             self.blocked = blocked
 
-        def list_runners(self, name: str | None = None) -> Iterator[dict]:
+        def runners_page(self, page: int) -> tuple[int, list[dict]]:
             if self.blocked:
                 answer.wait(5)
-            return iter([])
+            return 0, []
 
         def find_runner(self, name: str) -> dict | None:
-            return next(self.list_runners(name), None)
+            return None
 
     directory = RunnerDirectory()
     directory.find(SlowGitHub(blocked=False), "warm-up", max_age=0.0)  # alone: by name, at once
@@ -123,3 +123,170 @@ def test_a_wait_for_another_callers_listing_is_bounded_and_says_what_it_waited_f
     finally:
         answer.set()
         lister.join()
+
+
+# -- what a round costs: lookups by name, the whole listing, or its last pages ------------------------------
+
+
+def register(double: GitHubDouble, url: str, names: list[str]) -> list[int]:
+    with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+        token = github.create_registration_token().token
+    return [
+        double.register_runner(github_url=url, token=token, name=name, labels=[], ephemeral=True, listener=Listener())
+        for name in names
+    ]
+
+
+def other_team(count: int) -> tuple[GitHubDouble, str]:
+    """A scope where ``count`` runners of another team are registered already."""
+    double = GitHubDouble(credentials=(CREDENTIAL,)).start()
+    url = f"{double.url}/octo-org/ci"
+    register(double, url, [f"other-{index}" for index in range(count)])
+    return double, url
+
+
+def together(count: int, ask: Callable[[int], dict | None]) -> list[dict | None]:
+    """``ask(index)`` in ``count`` threads that start at once."""
+    start = threading.Barrier(count)
+
+    def run(index: int) -> dict | None:
+        start.wait()
+        return ask(index)
+
+    with ThreadPoolExecutor(max_workers=count) as threads:
+        return list(threads.map(run, range(count)))
+
+
+def listings(double: GitHubDouble, since: int) -> tuple[list[dict], list[int]]:
+    """(lookups by name, pages of the whole scope) among the calls after the first ``since``."""
+    calls = double.calls("GET", r"/actions/runners$")[since:]
+    return [c for c in calls if "name" in c["query"]], [int(c["query"]["page"]) for c in calls if "page" in c["query"]]
+
+
+def test_four_waiters_among_two_thousand_other_runners_ask_by_name_not_through_every_page() -> None:
+    double, url = other_team(2000)
+    try:
+        register(double, url, [f"r-{i}" for i in range(4)])
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            directory = RunnerDirectory()
+            for round_ in range(3):
+                before = len(double.calls("GET"))
+                found = together(4, lambda i: directory.find(github, f"r-{i}", max_age=0.5))
+                assert [runner["name"] for runner in found] == [f"r-{i}" for i in range(4)]
+                by_name, pages = listings(double, before)
+                # The first round may look at page 1 once to learn the scope's size (21 pages): never all of them.
+                assert len(pages) <= (1 if round_ == 0 else 0), pages
+                assert len(by_name) + len(pages) <= 5
+    finally:
+        double.stop()
+
+
+def test_waiters_that_name_a_floor_are_answered_from_the_last_pages_whatever_the_scope_holds() -> None:
+    double, url = other_team(2000)
+    try:
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            directory = RunnerDirectory()
+            assert directory.mark(github) is None, "a lone caller: nothing known, nothing asked"
+            assert double.calls("GET") == []
+            mark = directory.mark(github)  # a second one soon after: a burst, worth one look at the last page
+            assert mark == max(runner["id"] for runner in double.runners())
+            assert listings(double, 0)[1] == [1, 20]
+            before = len(double.calls("GET"))
+
+            register(double, url, [f"new-{i}" for i in range(200)])
+            time.sleep(0.3)  # the look at the last page is older than the waiters accept
+            found = together(200, lambda i: directory.find(github, f"new-{i}", max_age=0.25, newer_than=mark))
+            assert [runner["name"] for runner in found] == [f"new-{i}" for i in range(200)]
+            by_name, pages = listings(double, before)
+            assert min(pages) >= 20, "only the last pages: those that hold ids above the mark"
+            assert len(pages) <= 4 and len(by_name) <= 2, (pages, len(by_name))
+    finally:
+        double.stop()
+
+
+def test_a_waiter_for_an_older_registration_is_not_answered_from_a_tail_that_misses_it() -> None:
+    double, url = other_team(0)
+    try:
+        (old,) = register(double, url, ["old"])
+        register(double, url, [f"other-{index}" for index in range(300)])
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            directory = RunnerDirectory()
+            directory.mark(github)
+            mark = directory.mark(github)
+            register(double, url, [f"new-{i}" for i in range(8)])
+            before = len(double.calls("GET"))
+            time.sleep(0.3)  # the look at the last page is older than the waiters accept
+
+            def ask(index: int) -> dict | None:
+                if index == 8:  # a busy runner made long ago, watched by its id
+                    return directory.find(github, "old", max_age=0.25, newer_than=old - 1)
+                return directory.find(github, f"new-{index}", max_age=0.25, newer_than=mark)
+
+            found = together(9, ask)
+            assert found[8] is not None and found[8]["id"] == old
+            assert [runner["name"] for runner in found[:8]] == [f"new-{i}" for i in range(8)]
+            by_name, pages = listings(double, before)
+            assert min(pages) >= 3, "the old runner was asked for by name, not through pages 1 and 2"
+            assert "old" in [call["query"]["name"] for call in by_name]
+            again = directory.find(github, "old", max_age=5.0, newer_than=old - 1)  # the fresh tail is no answer
+            assert again is not None and again["id"] == old
+    finally:
+        double.stop()
+
+
+class ShrinkingScope:
+    """A scope of 450 runners whose 150 oldest are removed while a walk is between its pages."""
+
+    def __init__(self) -> None:
+        self.ids = list(range(1, 451))
+        self.pages: list[int] = []
+        self._lock = threading.Lock()
+
+    def runners_page(self, page: int) -> tuple[int, list[dict]]:
+        with self._lock:
+            self.pages.append(page)
+            if page == 4 and len(self.ids) == 450:
+                del self.ids[:150]  # pages 4 and 5 now hold nobody: everyone moved down
+            chunk = self.ids[(page - 1) * 100 : page * 100]
+            return len(self.ids), [{"id": i, "name": f"r-{i}", "status": "online", "busy": True} for i in chunk]
+
+    def find_runner(self, name: str) -> dict | None:
+        with self._lock:
+            number = int(name.removeprefix("r-"))
+            return {"id": number, "name": name, "status": "online", "busy": True} if number in self.ids else None
+
+
+def test_a_tail_walked_backwards_misses_no_runner_above_its_floor_while_others_are_removed() -> None:
+    scope = ShrinkingScope()
+    directory = RunnerDirectory()
+    directory.mark(scope)
+    assert directory.mark(scope) == 450 and scope.pages == [1, 5]
+    names = [f"r-{number}" for number in range(305, 451, 15)]  # 10 runners above 300
+
+    found = together(len(names), lambda i: directory.find(scope, names[i], max_age=5.0, newer_than=300))
+
+    assert [runner["name"] for runner in found] == names
+    assert scope.pages[2:5] == [5, 4, 3], "went on past the page the removals emptied"
+
+
+def test_a_burst_of_marks_shares_one_look_even_at_an_empty_scope_and_a_failed_look_is_no_failure() -> None:
+    double, url = other_team(0)
+    try:
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            directory = RunnerDirectory()
+            marks = together(50, lambda _: directory.mark(github))
+            assert set(marks) <= {None, 0} and marks.count(0) >= 48, marks
+            assert listings(double, 0)[1] == [1], "one page, for all of them"
+
+        class Failing:
+            def runners_page(self, page: int) -> tuple[int, list[dict]]:
+                raise ConnectionError("GitHub is unreachable")
+
+            def find_runner(self, name: str) -> dict | None:
+                raise AssertionError
+
+        failing = RunnerDirectory()
+        assert failing.mark(Failing()) is None
+        assert failing.mark(Failing()) is None, "a burst, whose look failed: the waiter asks for every registration"
+    finally:
+        double.stop()

@@ -419,12 +419,15 @@ class _RateBudget:
 
 @dataclass(frozen=True)
 class _SecondaryLimits:
-    """GitHub's secondary limits per credential, scalable so that a benchmark can shrink the minute."""
+    """GitHub's secondary limits per credential, scalable so that a benchmark can shrink the minute (and the
+    hour, alike: content-creating requests are limited per minute and per hour)."""
 
     max_concurrent: int
     points: int  # per endpoint and window
     content_creating: int  # per window
     window: float  # seconds
+    content_creating_hourly: int = 500  # per hour
+    hour: float = 3600.0  # seconds: the primary limit's hour, scaled alike
 
 
 @dataclass
@@ -468,6 +471,7 @@ class _SecondaryBudget:
         self.in_flight = 0
         self._points: dict[str, _WindowBudget] = {}
         self._content_creating = _WindowBudget(limits.content_creating, limits.window)
+        self._content_creating_hourly = _WindowBudget(limits.content_creating_hourly, limits.hour)
 
     def _charges(self, method: str, path: str) -> list[tuple[_WindowBudget, int]]:
         endpoint = _endpoint(method, path)
@@ -475,7 +479,7 @@ class _SecondaryBudget:
             self._points[endpoint] = _WindowBudget(self.limits.points, self.limits.window)
         charges = [(self._points[endpoint], _WRITE_POINTS if method in _WRITE_METHODS else 1)]
         if method in _CONTENT_CREATING_METHODS:
-            charges.append((self._content_creating, 1))
+            charges += [(self._content_creating, 1), (self._content_creating_hourly, 1)]
         return charges
 
     def wait(self, method: str, path: str, now: float) -> float:
@@ -731,6 +735,7 @@ class GitHubDouble:
         content_creating_per_minute: int = 80,
         window_seconds: float = 60.0,
         rate_limit_window_seconds: float = 3600.0,
+        content_creating_per_hour: int = 500,
     ) -> None:
         """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
         ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
@@ -739,7 +744,12 @@ class GitHubDouble:
         self._token_lifetime = token_lifetime
         self._registry = _RunnerRegistry(lock, token_lifetime)
         secondary_limits = _SecondaryLimits(
-            max_concurrent_requests, points_per_minute, content_creating_per_minute, window_seconds
+            max_concurrent_requests,
+            points_per_minute,
+            content_creating_per_minute,
+            window_seconds,
+            content_creating_per_hour,
+            rate_limit_window_seconds,
         )
         self._traffic = _TrafficPolicy(
             lock, credentials, rate_limit_per_hour, rate_limit_window_seconds, secondary_limits

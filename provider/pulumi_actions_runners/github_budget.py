@@ -1,16 +1,17 @@
 """One shared pace for every GitHub call the provider process makes with one credential.
 
 GitHub limits a credential, not a client: 100 requests in flight, 900 points per minute per endpoint (a
-write costs 5, a GET 1), 80 content-creating requests (POST, PATCH, PUT) per minute, and the hourly primary
-budget. The provider runs hundreds of workers at once, so each `GitHubClient` asking for itself would trip
-these limits and then wait them out in N separate loops. A `GitHubBudget` instead paces the calls of every
-client that shares it (see `shared_budget`) so that they stay within the documented limits:
+write costs 5, a GET 1), 80 content-creating requests (POST, PATCH, PUT) per minute and 500 per hour, and the
+hourly primary budget. The provider runs hundreds of workers at once, so each `GitHubClient` asking for
+itself would trip these limits and then wait them out in N separate loops. A `GitHubBudget` instead paces
+the calls of every client that shares it (see `shared_budget`) so that they stay within the documented limits:
 
 * at most ``max_in_flight`` requests in flight (default 50, half of GitHub's 100, leaving room for other
   tools that use the same credential);
 * per endpoint (method and route template, e.g. ``DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}``)
   at most ``points_per_window`` points, and at most ``content_creating_per_window`` POST/PATCH/PUT
-  requests, in any sliding window of ``window_seconds``;
+  requests, in any sliding window of ``window_seconds``; and at most ``content_creating_per_hour`` of those
+  in any sliding hour (``HOUR_WINDOWS`` windows, so that a shrunk minute shrinks the hour alike);
 * when an answer says the primary budget is spent (``x-ratelimit-remaining: 0``), nobody calls until
   ``x-ratelimit-reset``;
 * when GitHub refuses a request for a rate limit anyway (403/429 with ``retry-after``, or with the primary
@@ -54,12 +55,14 @@ GITHUB_WINDOW_SECONDS = 60.0
 MAX_IN_FLIGHT = 50  # GitHub allows 100 concurrent requests per credential; half leaves room for other tools
 POINTS_PER_WINDOW = 900  # per endpoint
 CONTENT_CREATING_PER_WINDOW = 80
+CONTENT_CREATING_PER_HOUR = 500  # GitHub's secondary limits: 80 a minute and 500 an hour
+HOUR_WINDOWS = 60  # an hour is 60 windows (minutes)
 WRITE_POINTS = 5  # a GET costs 1
 MARGIN_FRACTION = 0.01  # of the window, added before a spent slot counts as free again
 SECONDARY_BACKOFF_SECONDS = 60.0  # GitHub: without retry-after, wait at least a minute, then back off
 
 _WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
-_CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT"})
+CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT"})
 _FREE_PATHS = frozenset({"/rate_limit"})  # GitHub does not count GET /rate_limit against any limit
 _SCOPE_PREFIX = re.compile(r"^/(?:(repos)/[^/]+/[^/]+|(orgs)/[^/]+|(enterprises)/[^/]+)(?=/|$)")
 _SCOPE_TEMPLATE = {"repos": "/repos/{owner}/{repo}", "orgs": "/orgs/{org}", "enterprises": "/enterprises/{enterprise}"}
@@ -162,6 +165,7 @@ class GitHubBudget:
         max_in_flight: int = MAX_IN_FLIGHT,
         points_per_window: int = POINTS_PER_WINDOW,
         content_creating_per_window: int = CONTENT_CREATING_PER_WINDOW,
+        content_creating_per_hour: int = CONTENT_CREATING_PER_HOUR,
         window_seconds: float | None = None,
         margin_seconds: float | None = None,
         name: str = "GitHub",
@@ -186,6 +190,8 @@ class GitHubBudget:
         self._in_flight = 0
         self._points: dict[str, _Window] = {}
         self._content_creating = _Window(content_creating_per_window, self.window_seconds, self.margin_seconds)
+        self.hour_seconds = self.window_seconds * HOUR_WINDOWS
+        self._content_creating_hourly = _Window(content_creating_per_hour, self.hour_seconds, self.margin_seconds)
         self._queues: dict[str, deque[threading.Condition]] = {}  # per endpoint, callers in arrival order
         self._pause: _Pause | None = None
         self._backoff_attempt = 0  # consecutive secondary limits without retry-after
@@ -236,7 +242,7 @@ class GitHubBudget:
                     if wait == 0:
                         break
                     waited = now - started
-                    allowed = max_wait - waited
+                    allowed = self._bound(method, max_wait, now) - waited
                     if (wait is not None and wait > allowed) or allowed <= 0:
                         raise RateLimitWaitTooLong(reason, wait, waited)
                     paced = True
@@ -253,8 +259,9 @@ class GitHubBudget:
                     if points is None:
                         points = self._points[endpoint] = self._window(self.points_per_window)
                     permit._charges.append((points, points.charge(cost)))
-                    if method in _CONTENT_CREATING_METHODS:
-                        permit._charges.append((self._content_creating, self._content_creating.charge(1)))
+                    if method in CONTENT_CREATING_METHODS:
+                        for window in (self._content_creating, self._content_creating_hourly):
+                            permit._charges.append((window, window.charge(1)))
                 if not paced:  # it waited for nothing: whoever waited for what it spends is through
                     self._pacing -= {f"points {endpoint}", "content-creating", "in flight"}
                 return permit
@@ -265,6 +272,15 @@ class GitHubBudget:
                     del self._queues[endpoint]
                 elif was_head:
                     queue[0].notify()
+
+    def _bound(self, method: str, max_wait: float, now: float) -> float:
+        """How long a caller may wait: ``max_wait``; but GitHub's 500 content-creating requests an hour make the
+        501st just-in-time config of a large pool wait for the hour, which its pacing then may (a pause for a
+        refusal stays within ``max_wait``)."""
+        paused = self._pause is not None and now < self._pause.until
+        if method in CONTENT_CREATING_METHODS and not paused:
+            return max(max_wait, self.hour_seconds + self.window_seconds)
+        return max_wait
 
     def _window(self, limit: int) -> _Window:
         return _Window(limit, self.window_seconds, self.margin_seconds)
@@ -296,11 +312,11 @@ class GitHubBudget:
             wait = points.wait(cost, now)
             if wait != 0:
                 return wait, f"points of {endpoint} ({self.points_per_window} {window})", f"points {endpoint}"
-        if method in _CONTENT_CREATING_METHODS:
-            wait = self._content_creating.wait(1, now)
-            if wait != 0:
-                limit = self._content_creating.limit
-                return wait, f"content-creating requests ({limit} {window})", "content-creating"
+        if method in CONTENT_CREATING_METHODS:
+            for limit, per in ((self._content_creating, window), (self._content_creating_hourly, "an hour")):
+                wait = limit.wait(1, now)
+                if wait != 0:
+                    return wait, f"content-creating requests ({limit.limit} {per})", "content-creating"
         return 0.0, "", None
 
     def _wait(self, condition: threading.Condition, timeout: float) -> None:
@@ -422,6 +438,23 @@ class GitHubBudget:
 
 
 _BACKOFF = "secondary limit without retry-after"
+
+
+def content_creating_seconds(count: int, window_seconds: float | None = None) -> float:
+    """The shortest time in which GitHub's limits let ``count`` content-creating requests (such as
+    generate-jitconfig) through, from the first to the last: 80 in any minute and 500 in any hour. A pool
+    whose just-in-time configs take longer than an hour can say so before it starts. ``window_seconds`` is the
+    minute, by default as the budget takes it (`WINDOW_ENV`, else 60 s); the hour is 60 of them."""
+    window = _window_from_environment() if window_seconds is None else float(window_seconds)
+    limits = ((CONTENT_CREATING_PER_WINDOW, window), (CONTENT_CREATING_PER_HOUR, window * HOUR_WINDOWS))
+    sent: list[float] = []  # the earliest each request can go: once the one ``limit`` before it has left the window
+    for index in range(count):
+        at = sent[-1] if sent else 0.0
+        for limit, length in limits:
+            if index >= limit:
+                at = max(at, sent[index - limit] + length)
+        sent.append(at)
+    return sent[-1] if sent else 0.0
 
 
 def retry_after_seconds(value: str, now: float) -> float:

@@ -152,6 +152,13 @@ class GitHubClient:
             yield from response.json()["runners"]
             url, params = response.links.get("next", {}).get("url"), None
 
+    def runners_page(self, page: int, per_page: int = PAGE_SIZE) -> tuple[int, list[dict[str, Any]]]:
+        """One page of the scope's runners, in GitHub's order (by id), and how many the scope has in all: a
+        walk from the last page backwards (see registrations.py) needs both."""
+        params = {"per_page": per_page, "page": page}
+        body = self._expect(200, "GET", self.target.runners_path, params=params).json()
+        return int(body["total_count"]), body["runners"]
+
     def find_runner(self, name: str) -> dict[str, Any] | None:
         """The registration of this name, asked for by name; an online one first, then the newest."""
         return preferred(self.list_runners(name), name)
