@@ -1,4 +1,5 @@
-"""``python -m actions_runners_simulator``: ``demo`` runs the guided tour; ``serve`` keeps the doubles up."""
+"""``python -m actions_runners_simulator``: ``demo`` runs the guided tour; ``serve`` keeps the doubles up (and
+answers ``report`` on stdin, and at exit, with what it saw: see `report`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ import threading
 
 from . import demo
 from .simulator import Simulator
+
+
+def report(sim: Simulator) -> str:
+    """What only the simulator saw, as one JSON line: the jobs lost to a stopped runner, and the Kubernetes
+    double's events, pods' lifecycles among them (``at`` on the machine's monotonic clock, as in the GitHub
+    double's call log)."""
+    return json.dumps({"jobs_killed": list(sim.runners.jobs_killed), "kube_events": sim.kube.events()})
+
+
+def answer_reports(sim: Simulator) -> None:
+    """A ``report`` line on stdin is answered with `report` on stdout, so that a demo can check each step."""
+    for line in sys.stdin:
+        if line.strip() == "report":
+            print(report(sim), flush=True)
 
 
 def serve(token_lifetime: float) -> int:
@@ -27,11 +42,12 @@ def serve(token_lifetime: float) -> int:
             ),
             flush=True,
         )
+        threading.Thread(target=answer_reports, args=(sim,), name="reports", daemon=True).start()
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
-        print(json.dumps({"jobs_killed": sim.runners.jobs_killed}), flush=True)
+        print(report(sim), flush=True)
     return 0
 
 

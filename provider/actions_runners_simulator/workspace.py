@@ -5,22 +5,71 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
 PASSPHRASE = "simulator-only-passphrase"
 COMMAND_TIMEOUT_SECONDS = 600
+STOP_SECONDS = 30
 
 
 class PulumiFailed(Exception):
     def __init__(self, args: list[str], result: subprocess.CompletedProcess[str]) -> None:
         super().__init__(f"pulumi {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
         self.result = result
+
+
+class PulumiProcess:
+    """A pulumi command running in the background. Its output goes to files, not pipes, so a chatty command
+    never stalls on a full pipe while nobody reads it."""
+
+    def __init__(self, args: list[str], command: list[str], env: Mapping[str, str], workdir: Path) -> None:
+        self.args = args
+        output = tempfile.mkdtemp(prefix="output-", dir=workdir)
+        self._stdout = open(Path(output) / "stdout", "w+")  # noqa: SIM115 - closed by wait()
+        self._stderr = open(Path(output) / "stderr", "w+")  # noqa: SIM115 - closed by wait()
+        self._process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=self._stdout, stderr=self._stderr
+        )
+
+    def running(self) -> bool:
+        return self._process.poll() is None
+
+    def wait(self, *, timeout: float = COMMAND_TIMEOUT_SECONDS, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Its result once it exits (stopped if it runs past ``timeout``); PulumiFailed if it failed and ``check``."""
+        try:
+            returncode = self._process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            returncode = self._process.returncode
+        result = subprocess.CompletedProcess(self.args, returncode, self._read(self._stdout), self._read(self._stderr))
+        if check and returncode != 0:
+            raise PulumiFailed(self.args, result)
+        return result
+
+    def stop(self) -> None:
+        """Interrupt it as Ctrl-C would (pulumi then cancels its update), killing it if it does not end soon."""
+        if not self.running():
+            return
+        self._process.send_signal(signal.SIGINT)
+        try:
+            self._process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    @staticmethod
+    def _read(file: TextIO) -> str:
+        with file:
+            file.seek(0)
+            return file.read()
 
 
 class PulumiWorkspace:
@@ -52,9 +101,8 @@ class PulumiWorkspace:
         shutil.copytree(project_dir / main, self.project / main, ignore=shutil.ignore_patterns("__pycache__"))
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        command = ["pulumi", *args, "--non-interactive", "--cwd", str(self.project)]
         result = subprocess.run(
-            command,
+            self._command(args),
             env=self.env,
             input=stdin,
             capture_output=True,
@@ -65,6 +113,13 @@ class PulumiWorkspace:
         if check and result.returncode != 0:
             raise PulumiFailed(list(args), result)
         return result
+
+    def start(self, *args: str) -> PulumiProcess:
+        """The command without waiting for it, so that the caller can watch (and act) while, say, `up` runs."""
+        return PulumiProcess(list(args), self._command(args), self.env, self.root)
+
+    def _command(self, args: tuple[str, ...]) -> list[str]:
+        return ["pulumi", *args, "--non-interactive", "--cwd", str(self.project)]
 
     def new_stack(self, config: Mapping[str, str], secrets: Mapping[str, str]) -> None:
         self.run("stack", "init", self.stack)
