@@ -12,6 +12,8 @@ from typing import Any
 
 from pulumi_actions_runners.github_client import RemoveOutcome
 
+OUR_LABEL = "pulumi-owner-00000000000000aa"  # what the runners under test were made with
+
 
 class FakeClock:
     def __init__(self) -> None:
@@ -41,11 +43,14 @@ class FakeGitHub:
         self.runners: dict[int, dict[str, Any]] = {}
         self.busy_until: dict[int, float] = {}
 
-    def add(self, runner_id: int, name: str, busy_for: float = 0.0) -> None:
-        self.runners[runner_id] = {"id": runner_id, "name": name}
+    def add(self, runner_id: int, name: str, busy_for: float = 0.0, labels: tuple[str, ...] = (OUR_LABEL,)) -> None:
+        self.runners[runner_id] = {"id": runner_id, "name": name, "labels": [{"name": label} for label in labels]}
         self.busy_until[runner_id] = self.clock.now + busy_for
 
-    def find_runner(self, name: str, max_age: float = 0.0) -> dict[str, Any] | None:
+    def registration_mark(self) -> int | None:
+        return None
+
+    def find_runner(self, name: str, max_age: float = 0.0, *, newer_than: int | None = None) -> dict[str, Any] | None:
         self.journal.append(f"find {name}")
         found = next((r for r in self.runners.values() if r["name"] == name), None)
         return None if found is None else {**found, "busy": self.clock.now < self.busy_until[found["id"]]}

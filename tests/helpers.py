@@ -16,9 +16,30 @@ from pulumi_actions_runners.github_url import parse_github_url
 NAMESPACE = "actions-runners"
 
 
+# When GitHub said each token the tests asked for expires: passed along with it, as a RegistrationToken does.
+_EXPIRY: dict[str, str] = {}
+
+
 def new_token(sim: Simulator) -> str:
     with GitHubClient(parse_github_url(sim.repo_url), sim.credential) as github:
-        return github.create_registration_token().token
+        grant = github.create_registration_token()
+    _EXPIRY[grant.token] = grant.expires_at
+    return grant.token
+
+
+def expiry_of(token: str | None) -> str | None:
+    """The expiry of a token from `new_token`; None (unknown) for any other."""
+    return _EXPIRY.get(token) if token is not None else None
+
+
+def owner_id(engine: MiniEngine, resource_type: str, resource_name: str) -> str:
+    """The resource's ownership id (see resources.ownership_id)."""
+    return sha256(f"{engine.project}/{engine.stack}/{resource_type}/{resource_name}")[:16]
+
+
+def owner_label(engine: MiniEngine, resource_type: str, resource_name: str) -> str:
+    """The ownership label the resource's registrations carry."""
+    return "pulumi-owner-" + owner_id(engine, resource_type, resource_name)
 
 
 def sha256(text: str) -> str:

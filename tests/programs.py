@@ -7,6 +7,7 @@ from typing import Any
 
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+from tests.helpers import expiry_of
 
 
 def token_and_runners(sim: Simulator, count: int = 1, **runner_args: Any) -> Callable[[], None]:
@@ -19,7 +20,7 @@ def token_and_runners(sim: Simulator, count: int = 1, **runner_args: Any) -> Cal
                 f"runner-{index}",
                 github_url=sim.repo_url,
                 namespace="actions-runners",
-                registration_token=token.token,
+                registration_token=token,
                 github_token=sim.credential,
                 kubeconfig=str(sim.kubeconfig),
                 **{"grace_period_seconds": 0.5, **runner_args},
@@ -29,17 +30,21 @@ def token_and_runners(sim: Simulator, count: int = 1, **runner_args: Any) -> Cal
 
 
 def runner_with_token(sim: Simulator, registration_token: str, **runner_args: Any) -> Callable[[], None]:
-    """One Runner with a token the test obtained itself (to rotate it at will)."""
+    """One Runner with a token the test obtained itself (to rotate it at will), and its expiry if known."""
 
     def program() -> None:
         Runner(
             "runner",
             github_url=sim.repo_url,
-            namespace="actions-runners",
             registration_token=registration_token,
             github_token=sim.credential,
             kubeconfig=str(sim.kubeconfig),
-            **{"grace_period_seconds": 0.5, **runner_args},
+            **{
+                "namespace": "actions-runners",
+                "grace_period_seconds": 0.5,
+                "registration_token_expires_at": expiry_of(registration_token),
+                **runner_args,
+            },
         )
 
     return program
@@ -52,11 +57,18 @@ def token_and_pool(sim: Simulator, token: str | None = None, **pool_args: Any) -
         RunnerPool(
             "pool",
             github_url=sim.repo_url,
-            namespace="actions-runners",
             registration_token=token,
             github_token=sim.credential,
             kubeconfig=str(sim.kubeconfig),
-            **{"pool_name": "pool", "grace_period_seconds": 0.3, "replicas": 3, "max_unavailable": "100%", **pool_args},
+            **{
+                "namespace": "actions-runners",
+                "pool_name": "pool",
+                "grace_period_seconds": 0.3,
+                "replicas": 3,
+                "max_unavailable": "100%",
+                "registration_token_expires_at": expiry_of(token),
+                **pool_args,
+            },
         )
 
     return program

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,12 +62,12 @@ def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiW
     preview = stack.run("preview").stdout
     for name in RUNNERS:
         assert (
-            f"+- pulumi-python:dynamic/actions-runners:Runner {name} replace [diff: ~registration_token,token_hash]"
-            in (preview)
+            f"+- pulumi-python:dynamic/actions-runners:Runner {name} replace "
+            "[diff: ~registration_token,registration_token_expires_at,token_hash]" in (preview)
         ), preview
     detailed = stack.run("preview", "--diff").stdout
     assert detailed.count("~ token_hash") == len(RUNNERS), detailed
-    assert detailed.count("~ registration_token        : [secret] => [unknown]") == len(RUNNERS), detailed
+    assert len(re.findall(r"~ registration_token +: \[secret\] => \[unknown\]", detailed)) == len(RUNNERS), detailed
     steps = json.loads(stack.run("preview", "--json").stdout)["steps"]
     replaced = {s["urn"].rsplit("::", 1)[-1]: s for s in steps if s["op"] == "replace"}
     assert set(RUNNERS) <= set(replaced), steps
@@ -91,14 +92,17 @@ def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiW
         assert secret not in exported
     assert "ciphertext" in exported
 
-    # Drift: a pod deleted behind Pulumi's back disappears from state on refresh; up brings it back.
+    # Drift: a pod deleted behind Pulumi's back is marked by refresh, shown by preview, and brought back by up.
     core_api(sim).delete_namespaced_pod(busy["pod_name"], NAMESPACE, grace_period_seconds=0)
     wait_until(lambda: sim.kube.pod(NAMESPACE, busy["pod_name"]) is None, "the pod to go")
     stack.run("refresh", "--yes")
-    assert "runner-0" not in runner_names(json.loads(stack.run("stack", "export").stdout))
+    assert runner_names(json.loads(stack.run("stack", "export").stdout))["runner-0"]["pod_phase"] == "Gone"
     stack.run("config", "set", "tokenRefreshBeforeSeconds", "0")
+    steps = json.loads(stack.run("preview", "--json").stdout)["steps"]
+    replaced = {s["urn"].rsplit("::", 1)[-1]: s.get("replaceReasons") for s in steps if s["op"] == "replace"}
+    assert replaced == {"runner-0": ["pod_phase"]}, steps
     up = stack.run("up", "--yes")
-    assert "1 created" in up.stdout, up.stdout
+    assert "1 replaced" in up.stdout, up.stdout
     assert sim.kube.pod(NAMESPACE, busy["pod_name"]) is not None
 
     stack.run("destroy", "--yes")
@@ -131,8 +135,8 @@ def test_a_pool_rotates_in_one_update_and_a_failed_update_fails_up_with_the_stat
         stack.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
         preview = stack.run("preview").stdout
         assert (
-            "~  pulumi-python:dynamic/actions-runners:RunnerPool pool update [diff: ~registration_token,token_hash]"
-            in (preview)
+            "~  pulumi-python:dynamic/actions-runners:RunnerPool pool update "
+            "[diff: ~registration_token,registration_token_expires_at,token_hash]" in (preview)
         ), preview
         sim.github.start_job(before["runners"][0]["name"], 4.0)
         stack.run("up", "--yes")

@@ -15,7 +15,7 @@ from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, Mini
 from pulumi_actions_runners.github_client import GitHubClient
 from pulumi_actions_runners.github_url import parse_github_url
 from tests.conftest import ROOT, wait_until
-from tests.helpers import NAMESPACE, core_api, events_for, new_token, outputs, secret_token, sha256
+from tests.helpers import NAMESPACE, core_api, events_for, new_token, outputs, owner_label, secret_token, sha256
 from tests.programs import jit_runner, runner_with_token, token_and_runners
 
 
@@ -37,15 +37,22 @@ def test_up_creates_runners_registered_with_github_whose_pods_read_the_token_fro
         pod = sim.kube.pod(NAMESPACE, out["pod_name"])
         assert pod["status"]["phase"] == "Running"
         assert pod["spec"]["restartPolicy"] == "Never"
-        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
-        assert env["RUNNER_TOKEN"] == {
-            "name": "RUNNER_TOKEN",
+        container = pod["spec"]["containers"][0]
+        env = {e["name"]: e for e in container["env"]}
+        # The runner image's own convention: config.sh reads its arguments from the environment, so the token
+        # is on no command line.
+        assert env["ACTIONS_RUNNER_INPUT_TOKEN"] == {
+            "name": "ACTIONS_RUNNER_INPUT_TOKEN",
             "valueFrom": {"secretKeyRef": {"name": out["secret_name"], "key": "token"}},
         }
-        assert env["RUNNER_NAME"]["value"] == out["runner_name"]
-        assert env["RUNNER_LABELS"]["value"] == "pulumi"
-        assert env["RUNNER_EPHEMERAL"]["value"] == "true"
-        assert env["GITHUB_URL"]["value"] == sim.repo_url
+        assert "--token" not in " ".join(container["command"])
+        assert env["ACTIONS_RUNNER_INPUT_NAME"]["value"] == out["runner_name"]
+        assert env["ACTIONS_RUNNER_INPUT_LABELS"]["value"] == f"pulumi,pulumi-owner-{out['owner']}"
+        assert env["ACTIONS_RUNNER_INPUT_EPHEMERAL"]["value"] == "true"
+        assert env["ACTIONS_RUNNER_INPUT_URL"]["value"] == sim.repo_url
+        assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+        custom = [label["name"] for label in registered[out["runner_name"]]["labels"] if label["type"] == "custom"]
+        assert custom == ["pulumi", f"pulumi-owner-{out['owner']}"]
 
 
 def test_an_ordinary_up_changes_nothing(sim, engine) -> None:
@@ -149,7 +156,7 @@ def test_github_and_kubernetes_faults_are_retried(sim) -> None:
     assert sim.kube.pods(NAMESPACE) == [] and sim.github.runners() == []
 
 
-def test_refresh_drops_runners_whose_pod_is_gone_or_finished_and_up_recreates_them(sim) -> None:
+def test_refresh_marks_runners_whose_pod_is_gone_or_finished_and_up_recreates_them(sim) -> None:
     with MiniEngine(ROOT) as engine:
         program = token_and_runners(sim, count=2)
         engine.up(program)
@@ -161,14 +168,31 @@ def test_refresh_drops_runners_whose_pod_is_gone_or_finished_and_up_recreates_th
             "the ephemeral runner's pod to complete",
         )
 
-        steps = {s.name: s.op for s in engine.refresh()}
-        assert steps == {"registration": "refresh", "runner-0": "gone", "runner-1": "gone"}
+        engine.refresh()
+        # Kept in state (so that a destroy still takes down their Secrets), marked for the next up.
+        assert outputs(engine, "runner-0")["pod_phase"] == "Gone"
+        assert outputs(engine, "runner-1")["pod_phase"] == "Succeeded"
+        preview = {s.name: (s.op, s.reasons) for s in engine.preview(program)}
+        assert preview["runner-0"] == preview["runner-1"] == ("replace", ("pod_phase",))
 
         steps = {s.name: s.op for s in engine.up(program)}
-        assert steps == {"registration": "same", "runner-0": "create", "runner-1": "create"}
+        assert steps == {"registration": "same", "runner-0": "replace", "runner-1": "replace"}
         online = {r["name"] for r in sim.github.runners() if r["status"] == "online"}
         assert {outputs(engine, "runner-0")["runner_name"], outputs(engine, "runner-1")["runner_name"]} <= online
         assert sim.kube.pod(NAMESPACE, finished["pod_name"])["status"]["phase"] == "Running"
+
+
+def test_a_runner_dropped_out_of_the_program_after_its_pod_ended_leaves_no_secret(sim) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_runners(sim, count=1))
+        out = outputs(engine, "runner-0")
+        core_api(sim).delete_namespaced_pod(out["pod_name"], NAMESPACE, grace_period_seconds=0)
+        engine.refresh()
+
+        engine.up(token_and_runners(sim, count=0))
+
+    assert sim.kube.secrets(NAMESPACE) == []
+    assert sim.github.runners() == []
 
 
 def test_refresh_reports_the_runner_and_pod_as_they_are(sim) -> None:
@@ -245,9 +269,21 @@ def test_github_token_from_the_environment_when_no_input_is_given(sim) -> None:
 
 
 def test_a_runner_that_cannot_register_fails_create_and_leaves_nothing_behind(sim) -> None:
-    # A token GitHub never issued: config.sh fails, the container exits 1, the pod ends Failed.
-    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed, match=r"did not register.*ended Failed"):
-        engine.up(runner_with_token(sim, "AUNKNOWNTOKEN0000000000000000", register_timeout_seconds=30))
+    # A token GitHub never issued (said to be fresh): config.sh fails, the container exits 1, the pod ends Failed,
+    # and the runner's own error reaches the message through the pod's termination message.
+    bogus = runner_with_token(
+        sim,
+        "AUNKNOWNTOKEN0000000000000000",
+        register_timeout_seconds=30,
+        registration_token_expires_at="2999-01-01T00:00:00+00:00",
+    )
+    with (
+        MiniEngine(ROOT) as engine,
+        pytest.raises(
+            DeploymentFailed, match=r"did not register: the runner exited with code 1: .*unknown registration"
+        ),
+    ):
+        engine.up(bogus)
     wait_until(lambda: not sim.kube.pods(NAMESPACE), "the failed runner's pod to be removed")
     assert sim.kube.secrets(NAMESPACE) == []
     assert sim.runners.registrations_refused, "the simulated runner should have been refused"
@@ -285,10 +321,11 @@ def test_a_runner_whose_name_is_taken_by_a_live_pod_leaves_that_pod_and_its_secr
 
 def test_a_just_in_time_runner_gets_its_own_config_through_a_secret_even_after_a_lost_response(sim) -> None:
     name = "jit-runner"
-    with GitHubClient(parse_github_url(sim.repo_url), sim.credential) as github:
-        lost = github.generate_jitconfig(name, ["self-hosted"])  # GitHub registered it; the answer never came back
-
     with MiniEngine(ROOT) as engine:
+        ours = owner_label(engine, "Runner", "runner")
+        with GitHubClient(parse_github_url(sim.repo_url), sim.credential) as github:
+            lost = github.generate_jitconfig(name, ["self-hosted", ours])  # registered; the answer never came back
+
         engine.up(jit_runner(sim, runner_name=name))
         out = outputs(engine, "runner")
 
@@ -300,8 +337,8 @@ def test_a_just_in_time_runner_gets_its_own_config_through_a_secret_even_after_a
         secret = sim.kube.secret(NAMESPACE, out["secret_name"])
         config = base64.b64decode(secret["data"]["jitconfig"]).decode()
         env = {e["name"]: e for e in sim.kube.pod(NAMESPACE, out["pod_name"])["spec"]["containers"][0]["env"]}
-        assert env["RUNNER_JITCONFIG"]["valueFrom"]["secretKeyRef"]["name"] == out["secret_name"]
-        assert "RUNNER_TOKEN" not in env
+        assert env["ACTIONS_RUNNER_INPUT_JITCONFIG"]["valueFrom"]["secretKeyRef"]["name"] == out["secret_name"]
+        assert "ACTIONS_RUNNER_INPUT_TOKEN" not in env
         assert config not in json.dumps(engine.export())
         assert config not in json.dumps(sim.kube.pod(NAMESPACE, out["pod_name"]))
 

@@ -11,7 +11,7 @@ from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, Mini
 from pulumi_actions_runners.kube_client import KubeClient
 from pulumi_actions_runners.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
 from tests.conftest import ROOT, wait_until
-from tests.helpers import NAMESPACE, new_token, outputs, sha256
+from tests.helpers import NAMESPACE, new_token, outputs, owner_id, sha256
 from tests.programs import token_and_pool
 
 
@@ -161,11 +161,11 @@ def test_a_just_in_time_pool_rotates_on_a_spec_change_with_one_config_and_one_re
         secret = sim.kube.secret(NAMESPACE, "pool-0-registration")
         assert list(secret["data"]) == ["jitconfig"]
         env = {e["name"]: e for e in sim.kube.pod(NAMESPACE, "pool-0")["spec"]["containers"][0]["env"]}
-        assert env["RUNNER_JITCONFIG"]["valueFrom"]["secretKeyRef"] == {
+        assert env["ACTIONS_RUNNER_INPUT_JITCONFIG"]["valueFrom"]["secretKeyRef"] == {
             "name": "pool-0-registration",
             "key": "jitconfig",
         }
-        assert "RUNNER_TOKEN" not in env
+        assert "ACTIONS_RUNNER_INPUT_TOKEN" not in env
         calls = len(sim.github.calls())
         newer = token_and_pool(sim, None, jit_config=True, image="ghcr.io/actions/actions-runner:2.330.0")
 
@@ -202,7 +202,10 @@ def test_a_pod_left_by_an_update_cut_short_is_taken_into_the_pool_and_replaced(s
     token = new_token(sim)
     with MiniEngine(ROOT) as engine:
         engine.up(token_and_pool(sim, token, replicas=2))
-        spec = RunnerSpec(sim.repo_url, NAMESPACE, "pool-2", (), True, DEFAULT_IMAGE, sha256(token), pool="pool")
+        owner = owner_id(engine, "RunnerPool", "pool")
+        spec = RunnerSpec(
+            sim.repo_url, NAMESPACE, "pool-2", (), True, DEFAULT_IMAGE, sha256(token), pool="pool", owner=owner
+        )
         with KubeClient(str(sim.kubeconfig)) as kube:  # what a provider killed mid-scale-up would have left
             kube.apply_secret(secret_manifest(spec, token))
             kube.create_pod(pod_manifest(spec))
@@ -245,6 +248,25 @@ def test_persistent_runners_are_swept_when_the_pool_turns_just_in_time(sim) -> N
         engine.up(token_and_pool(sim, None, replicas=2, jit_config=True))
 
         switch = sim.github.calls()[calls:]
-        lookups = [c["query"]["name"] for c in switch if c["method"] == "GET" and "name" in c["query"]]
-        assert sorted(lookups) == ["pool-0", "pool-1"], "each persistent runner swept as such after its removal"
+        first_config = next(i for i, c in enumerate(switch) if c["path"].endswith("/generate-jitconfig"))
+        # The sweep asks by name before the runner's start; waiting for a runner to come online may ask by name
+        # too (whichever costs fewer calls), but only after a config was made.
+        swept = [c["query"]["name"] for c in switch[:first_config] if "name" in c["query"]]
+        lookups = {c["query"]["name"] for c in switch if c["method"] == "GET" and "name" in c["query"]}
+        assert swept and lookups == {"pool-0", "pool-1"}, "each persistent runner swept as such after its removal"
         assert outputs(engine, "pool")["problems"] == [] and len(online(sim)) == 2
+
+
+def test_a_just_in_time_pool_larger_than_an_hour_allows_says_how_long_it_takes(caplog, monkeypatch) -> None:
+    from pulumi_actions_runners import pool
+
+    monkeypatch.delenv("ACTIONS_RUNNERS_GITHUB_RATE_WINDOW_SECONDS", raising=False)  # GitHub's own minute
+    template = RunnerSpec("https://github.com/o/r", NAMESPACE, "", (), True, DEFAULT_IMAGE, "jit", jit_config=True)
+    spec = pool.PoolSpec("big", template, replicas=600, max_unavailable=600, tokens=None)
+
+    with caplog.at_level("WARNING", logger="pulumi_actions_runners"):
+        seconds = pool._jit_configs_seconds(spec, 600)
+
+    assert seconds >= 3600, "100 of the 600 configs wait for the hour's first 500 to age out"
+    assert f"600 just-in-time configs take at least {seconds / 60:.0f} min" in caplog.text
+    assert pool._jit_configs_seconds(spec, 50) < 60

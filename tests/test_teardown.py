@@ -13,13 +13,13 @@ from pulumi_actions_runners.teardown import (
     tear_down_runner,
 )
 
-from .fakes import FakeClock, FakeGitHub, FakePods
+from .fakes import OUR_LABEL, FakeClock, FakeGitHub, FakePods
 
 TIMEOUTS = TeardownTimeouts(grace_period_seconds=30, unregister_timeout_seconds=600, pod_gone_timeout_seconds=90)
 
 
-def location(runner_id: int | None = 7, ephemeral: bool = True) -> RunnerLocation:
-    return RunnerLocation("ci", "runner-a", "runner-a-registration", "runner-a", runner_id, ephemeral)
+def location(runner_id: int | None = 7, ephemeral: bool = True, owner_label: str | None = OUR_LABEL) -> RunnerLocation:
+    return RunnerLocation("ci", "runner-a", "runner-a-registration", "runner-a", runner_id, ephemeral, owner_label)
 
 
 @pytest.fixture
@@ -146,8 +146,8 @@ def test_a_job_taken_between_the_listing_and_removerunner_gets_another_422(world
 
     listing = github.find_runner
 
-    def listed_idle_then_takes_a_job(name: str, max_age: float = 0.0) -> dict | None:
-        found = listing(name, max_age)
+    def listed_idle_then_takes_a_job(name: str, max_age: float = 0.0, *, newer_than: int | None = None) -> dict | None:
+        found = listing(name, max_age, newer_than=newer_than)
         if found is not None and not found["busy"] and journal.count("remove 7: 422") == 1:
             github.busy_until[7] = clock.now + 20  # busy again by the time RemoveRunner is asked
         return found
@@ -193,3 +193,28 @@ def test_persistent_runner_registration_left_behind_is_swept(world) -> None:
     assert TeardownState.SWEEPING in report.states
     assert journal.index("remove 8: 204") < journal.index(next(x for x in journal if x.startswith("delete pod")))
     assert github.runners == {}
+
+
+def test_a_registration_of_the_name_that_is_not_ours_is_never_removed(world) -> None:
+    clock, github, pods, journal = world
+    github.add(12, "runner-a", labels=("pulumi-owner-00000000000000bb",))  # another stack's, idle
+
+    report = tear_down_runner(location(runner_id=7, ephemeral=False), github, pods, clock, TIMEOUTS)
+
+    assert not any(line.startswith("remove 12") for line in journal)
+    assert 12 in github.runners
+    assert report.foreign is not None and report.foreign["id"] == 12
+    assert "runner-a" not in pods.pods, "our own pod still goes"
+
+
+def test_a_busy_registration_of_the_name_without_our_label_keeps_our_pod_until_it_is_idle(world) -> None:
+    """A runner made before ownership labels cannot be told from another's: its job might run in our pod."""
+    clock, github, pods, journal = world
+    github.add(12, "runner-a", busy_for=40, labels=())
+    start = clock.now
+
+    tear_down_runner(location(runner_id=7, ephemeral=False, owner_label=None), github, pods, clock, TIMEOUTS)
+
+    assert not any(line.startswith("remove 12") for line in journal)
+    deletion = next(line for line in journal if line.startswith("delete pod"))
+    assert float(deletion.rsplit(" ", 1)[1]) >= start + 40

@@ -62,7 +62,7 @@ def _count_or_percent(value: str) -> int | str:
     return int(value) if value.isdigit() else value
 
 
-credential = {"registration_token": token.token if token else None, "jit_config": jit_config}
+credential = {"registration_token": token, "jit_config": jit_config}  # the token's expiry comes along
 if config.get_bool("pool"):
     pool = RunnerPool(
         "pool",

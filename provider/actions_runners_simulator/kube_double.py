@@ -626,8 +626,11 @@ class _Cluster:
 class _Fault:
     method: str
     path: re.Pattern[str]
-    status: int
+    status: int  # LOST_ANSWER: the request takes effect, and the connection closes before any answer
     remaining: int
+
+
+LOST_ANSWER = 0
 
 
 class _Server(ThreadingHTTPServer):
@@ -669,6 +672,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         status, payload = self.server.double._respond(self.command, self.path, self.headers, self.rfile.read(length))
+        if status == LOST_ANSWER:
+            self.close_connection = True  # hung up with no answer: the client cannot tell whether it took effect
+            return
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -766,6 +772,11 @@ class KubeDouble:
         with self._bookkeeping_lock:
             self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, count))
 
+    def lose_next_answer(self, method: str, path_regex: str, *, count: int = 1) -> None:
+        """Serve the next `count` matching requests, then hang up before answering (a lost response)."""
+        with self._bookkeeping_lock:
+            self._faults.append(_Fault(method.upper(), re.compile(path_regex), LOST_ANSWER, count))
+
     def requests(self) -> list[tuple[str, str, int]]:
         """(method, path without query, status) of every request served, oldest first."""
         with self._bookkeeping_lock:
@@ -783,9 +794,10 @@ class KubeDouble:
         try:
             if headers.get("Authorization") != f"Bearer {self._bearer_token}":
                 raise _ApiError(401, "Unauthorized")
-            self._raise_injected_fault(method, url.path)
+            lost = self._raise_injected_fault(method, url.path)
             body = json.loads(raw_body) if raw_body.strip() else None
             status, payload = self._route(method, url.path, query, headers.get("Content-Type") or "", body)
+            status = LOST_ANSWER if lost else status
         except json.JSONDecodeError as error:
             status, payload = 400, _ApiError(400, f"the request body is not valid JSON: {error}").status()
         except _ApiError as error:
@@ -797,14 +809,17 @@ class KubeDouble:
             self._served.append((method, url.path, status))
         return status, payload
 
-    def _raise_injected_fault(self, method: str, path: str) -> None:
+    def _raise_injected_fault(self, method: str, path: str) -> bool:
+        """Raises an injected failure; True if the request is to be served and its answer lost."""
         with self._bookkeeping_lock:
             fault = next((f for f in self._faults if f.method == method and f.path.search(path)), None)
             if fault is None:
-                return
+                return False
             fault.remaining -= 1
             if fault.remaining <= 0:
                 self._faults.remove(fault)
+        if fault.status == LOST_ANSWER:
+            return True
         details = {"retryAfterSeconds": 1} if fault.status == 429 else None
         raise _ApiError(fault.status, f"injected failure ({fault.status}) for {method} {path}", details=details)
 

@@ -98,9 +98,19 @@ class SimulatedRunners:
             name = process.env.get(f"{INPUT}NAME", process.name)
             log.error("runner %s stopped while running a job: the job is lost", name)
             self.jobs_killed.append(name)
+            runner.busy = False  # lost once: a later takeover of its registration loses nothing more
         if runner.runner_id is not None and not runner.exited:
             self._github.runner_offline(runner.runner_id)
         _after(self._stop_seconds, runner.exit, 0)
+
+    def crash(self, namespace: str, pod_name: str, exit_code: int = 137) -> None:
+        """The container dies (say, killed for memory): GitHub sees its runner offline; a persistent runner's pod
+        restarts it (``OnFailure``), and it registers again with the token in its Secret."""
+        with self._lock:
+            runner = self._running.pop((namespace, pod_name))
+        if runner.runner_id is not None:
+            self._github.runner_offline(runner.runner_id)
+        runner.exit(exit_code, "Killed")
 
     def _register(self, runner: _RunnerProcess) -> None:
         env = runner.process.env

@@ -89,6 +89,14 @@ class KubeClient:
             namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
         ).items
 
+    def list_secret_names(self, namespace: str, label_selector: str) -> list[str]:
+        return [
+            secret.metadata.name
+            for secret in self._core.list_namespaced_secret(
+                namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+            ).items
+        ]
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise."""
         try:
@@ -121,3 +129,27 @@ def describe(error: Exception) -> str:
 def pod_finished(pod: client.V1Pod) -> bool:
     """A pod that will not run again: its runner has exited and holds no job."""
     return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
+
+
+# Waiting reasons of a container that will not run by itself: it holds no job, and its runner will not register.
+STUCK_REASONS = ("CrashLoopBackOff", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def pod_stuck(pod: client.V1Pod) -> str | None:
+    """Why the pod's container cannot run (a crash loop, an image that cannot be pulled), or None."""
+    for status in (pod.status.container_statuses or []) if pod.status is not None else []:
+        waiting = status.state.waiting if status.state is not None else None
+        if waiting is not None and waiting.reason in STUCK_REASONS:
+            return str(waiting.reason)
+    return None
+
+
+def pod_phase(pod: client.V1Pod | None) -> str:
+    """What a refresh records of a runner's pod: its phase, "Gone", or the reason it is stuck."""
+    if pod is None:
+        return "Gone"
+    return pod_stuck(pod) or (pod.status.phase if pod.status is not None else "Pending")
+
+
+# Recorded phases of a runner that will not run a job again by itself: the next update starts it anew.
+ENDED_PHASES = ("Succeeded", "Failed", "Gone", *STUCK_REASONS)

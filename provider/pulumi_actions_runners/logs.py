@@ -1,9 +1,12 @@
-"""Progress lines from the provider process go to its stderr, which the Pulumi engine shows the user."""
+"""Progress lines from the provider process go to its stderr, which the Pulumi engine shows the user; every line,
+with its exception if it has one, is scrubbed of credentials first (see redaction.py)."""
 
 from __future__ import annotations
 
 import logging
 import sys
+
+from .redaction import ScrubFilter
 
 LOGGER = "pulumi_actions_runners"
 POOL_THREAD_PREFIX = "pool-worker"
@@ -22,5 +25,9 @@ def log_to_stderr() -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         handler.addFilter(_not_a_pool_step)
+        handler.addFilter(ScrubFilter())
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+    # What other libraries log at WARNING and above reaches stderr through logging's last resort: scrubbed too.
+    if logging.lastResort is not None and not any(isinstance(f, ScrubFilter) for f in logging.lastResort.filters):
+        logging.lastResort.addFilter(ScrubFilter())

@@ -67,6 +67,11 @@ class RunnerSpec:
         return (*self.labels, *((owner_label(self.owner),) if self.owner else ()))
 
     @property
+    def jit_labels(self) -> list[str]:
+        """config.sh gives every runner "self-hosted"; a just-in-time runner has only the labels asked for."""
+        return list(dict.fromkeys(("self-hosted", *self.registration_labels)))
+
+    @property
     def spec_hash(self) -> str:
         """What the pod is made of, apart from its name and token: a pool replaces runners whose hash differs."""
         fields = [self.github_url, sorted(self.labels), self.ephemeral, self.image, self.jit_config]

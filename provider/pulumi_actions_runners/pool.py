@@ -12,7 +12,9 @@ ROTATE   out of date (token or spec): torn down (RemoveRunner first; 422 keeps t
          that had ended already do not count).
 RESTART  its pod ended or is gone (an ephemeral runner after its job): nothing in service to protect, so no
          permit; torn down (which is idempotent) and started anew.
-ADD      scale-up: a new name, started.
+ADD      scale-up: a new name, started — once every new name has been found free in GitHub, or registered by
+         this pool (its ownership label): a name another runner holds fails the update before anything is
+         touched.
 
 A runner that fails to start halts the rollout, as a Deployment's would: runners not taken down yet stay as they
 are, so a broken image or spec takes out at most ``max_unavailable`` of them.
@@ -33,10 +35,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .clock import Clock
-from .kube_client import describe, pod_finished
+from .github_budget import content_creating_seconds
+from .kube_client import describe, pod_finished, pod_stuck
 from .logs import POOL_THREAD_PREFIX
 from .manifests import POOL_LABEL, RunnerSpec
-from .startup import JitRegistry, PodCreator, StartTimeouts, start_runner
+from .registration_tokens import StartTokens
+from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, start_runner
 from .teardown import (
     BUSY_POLL_FIRST_SECONDS,
     BUSY_POLL_MAX_SECONDS,
@@ -45,11 +49,14 @@ from .teardown import (
     RunnerLocation,
     RunnerStillBusy,
     TeardownTimeouts,
+    owns,
     tear_down_runner,
 )
 
 log = logging.getLogger(__name__)
 
+PAGE_SIZE = 100  # runners in one page of GitHub's listing
+JIT_PACE_WORTH_SAYING_SECONDS = 300.0
 MAX_PARALLEL_RUNNERS = 512  # threads mostly asleep (grace periods, polls); the API budget paces the calls
 
 
@@ -84,7 +91,7 @@ class PoolSpec:
     template: RunnerSpec  # every runner's spec but its name
     replicas: int
     max_unavailable: int
-    registration_token: str | None  # None for just-in-time runners
+    tokens: StartTokens | None  # None for just-in-time runners
 
     def runner(self, name: str) -> RunnerSpec:
         return replace(self.template, runner_name=name)
@@ -114,6 +121,7 @@ class PoolGitHub(JitRegistry, Protocol):
 
 class PoolPods(PodCreator, Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
+    def list_secret_names(self, namespace: str, label_selector: str) -> list[str]: ...
 
 
 class RolloutHalted(Exception):
@@ -231,6 +239,7 @@ def reconcile_pool(
     ended = {name for name in runners if name not in live}
     result = PoolResult(runners=[])
 
+    _check_names_ours(pool, _new_names(spec, runners, spec.replicas - len(runners)))
     left_alone: set[str] = set()
     if len(runners) > spec.replicas:
         left_alone = _scale_down(pool, runners, ended, len(runners) - spec.replicas, result)
@@ -245,9 +254,12 @@ def reconcile_pool(
             work.append((Work.ROTATE, name, runner))
     work += [(Work.ADD, name, None) for name in _new_names(spec, runners, spec.replicas - len(runners))]
     rotations = sum(1 for kind, _, _ in work if kind is Work.ROTATE)
-    # Each wave of replacements may take its grace period, pod deletion and registration, at most.
+    configs_seconds = _jit_configs_seconds(spec, len(work))
+    # Each wave of replacements may take its grace period, pod deletion and registration, at most; and all of
+    # them together as long as GitHub takes to hand out their just-in-time configs.
     per_wave = timeouts.grace_period_seconds + timeouts.pod_gone_timeout_seconds + timeouts.register_timeout_seconds
-    rollout = Rollout(spec.name, spec.max_unavailable, math.ceil(rotations / spec.max_unavailable) * per_wave)
+    wait_bound = math.ceil(rotations / spec.max_unavailable) * per_wave + configs_seconds
+    rollout = Rollout(spec.name, spec.max_unavailable, wait_bound)
     if work:
         log.info(
             "pool %s: %s (max_unavailable %d)",
@@ -274,6 +286,10 @@ def reconcile_pool(
         else:
             result.problems.append(problem)
     result.runners = sorted(runners.values(), key=lambda r: _index(spec, r.name))
+    try:
+        _delete_orphan_secrets(pool, {spec.runner(name).secret_name for name in runners})
+    except Exception as error:
+        result.problems.append(f"pool {spec.name}: Secrets of removed runners not deleted: {describe(error)}")
     log.info(
         "pool %s: %s in %.1f s; %d runners, %d problems",
         spec.name,
@@ -283,6 +299,23 @@ def reconcile_pool(
         len(result.problems),
     )
     return result
+
+
+def _jit_configs_seconds(spec: PoolSpec, starts: int) -> float:
+    """How long GitHub's content-creating limits (80 a minute, 500 an hour) make the configs of ``starts``
+    just-in-time runners take at least; said at the start when it is more than a few minutes."""
+    if not spec.template.jit_config or not starts:
+        return 0.0
+    seconds = content_creating_seconds(starts)
+    if seconds > JIT_PACE_WORTH_SAYING_SECONDS:
+        log.warning(
+            "pool %s: %d just-in-time configs take at least %.0f min: GitHub lets one credential make 80 a minute "
+            "and 500 an hour (content-creating requests); the update waits for them",
+            spec.name,
+            starts,
+            seconds / 60,
+        )
+    return seconds
 
 
 def tear_down_pool(
@@ -307,7 +340,22 @@ def tear_down_pool(
     def failed(runner: PoolRunner, error: Exception) -> str:
         return f"{runner.name}: {describe(error)}"
 
-    return [problem for problem in _concurrently(run, list(runners.values()), failed) if problem]
+    problems = [problem for problem in _concurrently(run, list(runners.values()), failed) if problem]
+    if not problems:
+        _delete_orphan_secrets(pool, set())
+    return problems
+
+
+def _delete_orphan_secrets(pool: _Pool, keep: set[str]) -> None:
+    """The pool's Secrets that no runner of it uses (a provider stopped between writing a Secret and creating its
+    pod, a runner left out of the state): they hold a credential, so they go."""
+    namespace = pool.spec.template.namespace
+    for name in pool.pods.list_secret_names(namespace, f"{POOL_LABEL}={pool.spec.name}"):
+        if name not in keep:
+            log.info(
+                "pool %s: deleting Secret %s/%s, which no runner of the pool uses", pool.spec.name, namespace, name
+            )
+            pool.pods.delete_secret(namespace, name)
 
 
 def _replace(
@@ -319,7 +367,7 @@ def _replace(
     try:
         if old is not None:
             try:
-                tear_down_runner(
+                report = tear_down_runner(
                     pool.location(old),
                     pool.github,
                     pool.pods,
@@ -330,16 +378,19 @@ def _replace(
                 )
             except Exception as error:  # busy all along, halted, or its pod would not go: it is still there
                 return old if held.count == 0 else old.unknown(), f"{name}: not replaced: {describe(error)}"
+            if report.foreign is not None:  # another runner took the name meanwhile: not to be taken over
+                return None, f"{name}: not started again: {RunnerNameTaken(pool.spec.runner(name), [report.foreign])}"
         spec = pool.spec.runner(name)
         try:
             runner_id = start_runner(
                 spec,
-                pool.spec.registration_token,
+                pool.spec.tokens,
                 pool.github,
                 pool.pods,
                 pool.clock,
                 pool.start_timeouts(),
                 pod_known_gone=old is not None,
+                name_ours=old is not None,  # its registration was just removed by the id in state
             )
         except Exception as error:
             rollout.halt(f"{name} failed to start: {describe(error)}")
@@ -411,13 +462,37 @@ def _scale_down(
     return set(failed) | {runner.name for runner in waiting[:short]}  # the other busy ones are not surplus
 
 
+def _check_names_ours(pool: _Pool, names: list[str]) -> None:
+    """RunnerNameTaken, before anything is touched, if a runner this pool does not own holds any of the names."""
+    if names:
+        registered = _registered(pool.github, names)
+        foreign = [r for r in registered if not owns(RunnerLocation.of(pool.spec.runner(r["name"]), None), r)]
+        if foreign:
+            raise RunnerNameTaken(pool.spec.template, sorted(foreign, key=lambda r: r["name"]))
+
+
+def _registered(github: PoolGitHub, names: list[str]) -> list[dict[str, Any]]:
+    """The registrations of these names: from one listing of the scope while that costs fewer calls than asking
+    for each name, which it falls back to once the listing has taken as many pages as there are names."""
+    if len(names) > 1:
+        wanted, listed = set(names), []
+        for count, registration in enumerate(github.list_runners(), start=1):
+            if registration["name"] in wanted:
+                listed.append(registration)
+            if count >= (len(names) - 1) * PAGE_SIZE:
+                break  # a scope this large is cheaper to ask by name
+        else:
+            return listed
+    return [registration for name in names if (registration := github.find_runner(name)) is not None]
+
+
 def _live_pods(pool: _Pool) -> dict[str, Any]:
     """The pool's pods that run (or will): finished and terminating ones count as ended."""
     selector = f"{POOL_LABEL}={pool.spec.name}"
     return {
         pod.metadata.name: pod
         for pod in pool.pods.list_pods(pool.spec.template.namespace, selector)
-        if not pod_finished(pod) and pod.metadata.deletion_timestamp is None
+        if not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
     }
 
 

@@ -16,6 +16,7 @@ from .manifests import DEFAULT_IMAGE
 from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider
+from .redaction import scrub_all
 
 RESOURCE_MODULE = "actions-runners"
 
@@ -34,6 +35,26 @@ def default_runner_name(resource_name: str, max_length: int = 63) -> str:
     prefix = re.sub(r"[^a-z0-9-]+", "-", resource_name.lower()).strip("-")[: max_length - 9] or "runner"
     suffix = hashlib.sha256(f"{pulumi.get_project()}/{pulumi.get_stack()}/{resource_name}".encode()).hexdigest()
     return f"{prefix}-{suffix[:8]}"
+
+
+def ownership_id(resource_type: str, resource_name: str) -> str:
+    """Fixed by project, stack and resource: what the ownership label of its runners' registrations says (see
+    manifests.owner_label). Another stack asking for the same runner name gets another id, so neither can take
+    the other's registration over; the same resource after a crash gets the same one, and adopts its own."""
+    identity = f"{pulumi.get_project()}/{pulumi.get_stack()}/{resource_type}/{resource_name}"
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
+def _token_inputs(
+    registration_token: Input[str] | RegistrationToken | None, expires_at: Input[str] | None
+) -> dict[str, Any]:
+    """A RegistrationToken passes its expiry along, so the provider can tell when it is too old to start with."""
+    if isinstance(registration_token, RegistrationToken):
+        return {
+            "registration_token": _secret(registration_token.token),
+            "registration_token_expires_at": registration_token.expires_at if expires_at is None else expires_at,
+        }
+    return {"registration_token": _secret(registration_token), "registration_token_expires_at": expires_at}
 
 
 def _with_secret_outputs(opts: ResourceOptions | None, names: list[str]) -> ResourceOptions:
@@ -77,7 +98,9 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
 
     A new registration token replaces it; the old runner is unregistered first (never while it runs a job),
     then given ``grace_period_seconds``, then its pod is deleted. With ``jit_config=True`` it needs no token:
-    GitHub makes it a just-in-time config of its own (an ephemeral runner).
+    GitHub makes it a just-in-time config of its own (an ephemeral runner). Give ``registration_token`` a
+    `RegistrationToken` (or its token and ``registration_token_expires_at``): a runner that starts when that
+    token is too old to register with gets a fresh one from GitHub instead.
     """
 
     runner_name: Output[str]
@@ -92,7 +115,8 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
         *,
         github_url: Input[str],
         namespace: Input[str],
-        registration_token: Input[str] | None = None,
+        registration_token: Input[str] | RegistrationToken | None = None,
+        registration_token_expires_at: Input[str] | None = None,
         jit_config: Input[bool] = False,
         runner_name: Input[str] | None = None,
         labels: Input[Sequence[Input[str]]] = (),
@@ -108,9 +132,10 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
         props = {
             "github_url": github_url,
             "namespace": namespace,
-            "registration_token": _secret(registration_token),
+            **_token_inputs(registration_token, registration_token_expires_at),
             "jit_config": jit_config,
             "runner_name": default_runner_name(resource_name) if runner_name is None else runner_name,
+            "owner": ownership_id("Runner", resource_name),
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,
@@ -154,7 +179,8 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         github_url: Input[str],
         namespace: Input[str],
         replicas: Input[int],
-        registration_token: Input[str] | None = None,
+        registration_token: Input[str] | RegistrationToken | None = None,
+        registration_token_expires_at: Input[str] | None = None,
         jit_config: Input[bool] = False,
         max_unavailable: Input[int | str] = "25%",
         pool_name: Input[str] | None = None,
@@ -172,10 +198,11 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             "github_url": github_url,
             "namespace": namespace,
             "replicas": replicas,
-            "registration_token": _secret(registration_token),
+            **_token_inputs(registration_token, registration_token_expires_at),
             "jit_config": jit_config,
             "max_unavailable": max_unavailable,
             "pool_name": default_runner_name(resource_name, 57) if pool_name is None else pool_name,
+            "owner": ownership_id("RunnerPool", resource_name),
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,
@@ -198,5 +225,5 @@ def _fail_on_problems(resource_name: str, problems: list[str] | None) -> None:
     if problems and not pulumi.runtime.is_dry_run():
         raise RunnerPoolNotConverged(
             f"RunnerPool {resource_name}: {len(problems)} runners did not converge (the state lists the runners as "
-            "they are; run `pulumi up` again to continue):\n" + "\n".join(problems)
+            "they are; run `pulumi up` again to continue):\n" + "\n".join(scrub_all(problems))
         )

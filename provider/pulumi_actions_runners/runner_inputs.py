@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import validation
+from .clock import Clock
 from .credentials import token_hash
 from .github_url import parse_github_url
 from .manifests import JIT_TOKEN_HASH, RunnerSpec
+from .registration_tokens import FreshTokens, StartTokens, TokenMinter, expiry_seconds, validity_needed
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
@@ -21,6 +23,8 @@ RULES: dict[str, validation.Rule] = {
     "register_timeout_seconds": validation.seconds_between(1, 3600),
     "github_token": validation.github_credential,
     "kubeconfig": validation.kubeconfig_path,
+    "registration_token_expires_at": validation.optional_timestamp,
+    "owner": validation.owner_id,
 }
 # What a runner's pod and registration are made of: a change recreates the runner.
 SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config")
@@ -32,6 +36,9 @@ SETTINGS = (
     "github_token",
     "kubeconfig",
 )
+# Not compared by Diff: ``owner`` is recorded as the runner was made (its registration carries it), and the
+# token's expiry changes only with the token, whose hash Diff compares already.
+UNDIFFED = ("owner", "registration_token_expires_at")
 # Inputs added after the first release: a state written before them holds none, which means the default.
 LATER_DEFAULTS: dict[str, Any] = {"jit_config": False}
 
@@ -48,6 +55,8 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
         inputs["labels"] = _normalized_labels(labels)
     failures = validation.failures(inputs, rules)
     jit, token = inputs.get("jit_config"), inputs.get("registration_token")
+    if not any(prop == "labels" for prop, _ in failures) and (reason := _too_many_labels(inputs)):
+        failures.append(("labels", reason))
     if validation.is_unknown(jit):
         inputs["token_hash"] = jit
     elif jit is True:
@@ -81,6 +90,36 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
     return inputs, failures
 
 
+def _too_many_labels(inputs: dict[str, Any]) -> str | None:
+    """GitHub takes at most 100 labels a runner: the ownership label, and for a just-in-time runner
+    "self-hosted", count too."""
+    labels, jit = inputs.get("labels") or [], inputs.get("jit_config")
+    if validation.is_unknown(labels) or validation.is_unknown(jit) or any(map(validation.is_unknown, labels)):
+        return None
+    added = ["the ownership label"] + (['"self-hosted"'] if jit is True and "self-hosted" not in labels else [])
+    if len(set(labels)) + len(added) <= validation.MAX_LABELS:
+        return None
+    return (
+        f"{len(set(labels))} labels and {' and '.join(added)} are more than the {validation.MAX_LABELS} GitHub "
+        f"allows a runner: use at most {validation.MAX_LABELS - len(added)} labels"
+    )
+
+
+def start_tokens(props: dict[str, Any], minter: TokenMinter, fresh: FreshTokens, clock: Clock) -> StartTokens | None:
+    """What runners start with: None for just-in-time runners."""
+    if stored(props, "jit_config"):
+        return None
+    expires_at = props.get("registration_token_expires_at")
+    return StartTokens(
+        given=props["registration_token"],
+        given_expires=expiry_seconds(expires_at) if expires_at else None,
+        fresh=fresh,
+        minter=minter,
+        clock=clock,
+        needed_seconds=validity_needed(props["register_timeout_seconds"]),
+    )
+
+
 def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> RunnerSpec:
     return RunnerSpec(
         github_url=parse_github_url(props["github_url"]).url,
@@ -92,6 +131,7 @@ def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> R
         token_hash=props["token_hash"],
         jit_config=bool(stored(props, "jit_config")),
         pool=pool,
+        owner=props.get("owner"),
     )
 
 

@@ -1,9 +1,12 @@
 """Bringing a runner up: its credential in a Secret, its pod, then a bounded wait until GitHub lists it online.
 
-The credential is the shared registration token, or a just-in-time config that GitHub makes for this one
-runner (``generate-jitconfig``, which registers it at once). Create must leave nothing behind when it fails
-(Pulumi forgets a resource whose Create raised), so whatever it made is taken down through the same
-RemoveRunner-guarded teardown as any other runner.
+The credential is a registration token fresh enough to register with (see registration_tokens.py), or a
+just-in-time config that GitHub makes for this one runner (``generate-jitconfig``, which registers it at
+once). Runner names are unique per GitHub repository, organization or enterprise, and ``config.sh --replace``
+takes over a registration of the name even while it runs a job: so before anything is written, the name must
+be free or registered by this very resource (its ownership label, see manifests.owner_label). Create must
+leave nothing behind when it fails (Pulumi forgets a resource whose Create raised), so whatever it made is
+taken down through the same RemoveRunner-guarded teardown as any other runner.
 """
 
 from __future__ import annotations
@@ -14,15 +17,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .clock import Clock
-from .github_client import JitConfig, RunnerNameTaken
-from .kube_client import PodAlreadyExists, pod_finished
+from .github_client import JitConfig
+from .github_client import RunnerNameTaken as GitHubNameTaken
+from .kube_client import PodAlreadyExists, pod_finished, pod_stuck
 from .logs import ROUTINE
 from .manifests import POOL_LABEL, RUNNER_LABEL, TOKEN_HASH_ANNOTATION, RunnerSpec, pod_manifest, secret_manifest
+from .registration_tokens import StartTokens
 from .teardown import (
     PodApi,
     RunnerLocation,
     RunnerRegistry,
     TeardownTimeouts,
+    owns,
     tear_down_runner,
     unregister_by_name,
     wait_pod_gone,
@@ -41,6 +47,27 @@ class RunnerDidNotRegister(Exception):
     pass
 
 
+class RunnerNameTaken(Exception):
+    """The runner's name is registered in its GitHub scope by a runner this resource cannot prove its own."""
+
+    def __init__(self, spec: RunnerSpec, registrations: list[dict[str, Any]]) -> None:
+        prop = "pool_name" if spec.pool else "runner_name"
+        held = ", ".join(
+            f"{r['name']} (GitHub id {r['id']}, {r.get('status')}{', running a job' if r.get('busy') else ''})"
+            for r in registrations
+        )
+        names = "the name" if len(registrations) == 1 else f"{len(registrations)} names:"
+        verb = "is" if len(registrations) == 1 else "are"
+        super().__init__(
+            f"{prop} {spec.pool or spec.runner_name!r}: {names} {held} {verb} already registered in "
+            f"{spec.github_url} by runners this resource does not own. Runner names are unique per GitHub "
+            "repository, organization or enterprise, not per namespace, cluster or stack, and a new runner of the "
+            "name would take that registration over (and lose its job). Nothing was created. Choose another "
+            f"{prop}, or, if that runner is a leftover, remove it in the repository's or organization's "
+            "runner settings first."
+        )
+
+
 class PodCreator(PodApi, Protocol):
     def apply_secret(self, manifest: dict[str, Any]) -> None: ...
     def create_pod(self, manifest: dict[str, Any]) -> None: ...
@@ -48,6 +75,10 @@ class PodCreator(PodApi, Protocol):
 
 class JitRegistry(RunnerRegistry, Protocol):
     def generate_jitconfig(self, name: str, labels: Sequence[str]) -> JitConfig: ...
+
+    def registration_mark(self) -> int | None:
+        """An id below that of every runner registered from now on (None: none known cheaply)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -59,19 +90,23 @@ class StartTimeouts:
 
 def start_runner(
     spec: RunnerSpec,
-    registration_token: str | None,
+    tokens: StartTokens | None,
     github: JitRegistry,
     pods: PodCreator,
     clock: Clock,
     timeouts: StartTimeouts,
     *,
     pod_known_gone: bool = False,
+    name_ours: bool = False,
 ) -> int:
-    """Returns the id GitHub gave the runner. ``registration_token`` is None for a just-in-time runner;
-    ``pod_known_gone`` after a teardown has just seen the pod of this name go."""
+    """Returns the id GitHub gave the runner. ``tokens`` is None for a just-in-time runner; ``pod_known_gone``
+    after a teardown has just seen the pod of this name go; ``name_ours`` when that teardown has just removed
+    the registration of the name by the id in state, so that it need not be looked up again."""
     existing = None if pod_known_gone else pods.read_pod(spec.namespace, spec.pod_name)
     if _in_the_way(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
+    if not name_ours:
+        check_name_ours(spec, github)
     jit: JitConfig | None = None
     try:
         if existing is not None and _is_live(existing):
@@ -79,19 +114,32 @@ def start_runner(
             log.info("pod %s/%s already exists with this token; adopting it", spec.namespace, spec.pod_name)
             return _wait_registered(spec, None, github, pods, clock, timeouts.register_timeout_seconds)
         if existing is not None:
-            log.info("pod %s/%s is finished or terminating; replacing it", spec.namespace, spec.pod_name)
+            log.info("pod %s/%s has ended or is terminating; replacing it", spec.namespace, spec.pod_name)
             pods.delete_pod(spec.namespace, spec.pod_name)
             wait_pod_gone(pods, spec.namespace, spec.pod_name, clock, timeouts.pod_gone_timeout_seconds)
         jit = _jit_config(spec, github, clock, timeouts.unregister_timeout_seconds) if spec.jit_config else None
-        credential = jit.encoded_jit_config if jit else registration_token
-        if credential is None:
+        if jit is not None:
+            credential = jit.encoded_jit_config
+        elif tokens is not None:
+            credential = tokens.for_start()
+        else:
             raise ValueError(f"runner {spec.runner_name} has neither a registration token nor jit_config")
         pods.apply_secret(secret_manifest(spec, credential))
-        pods.create_pod(pod_manifest(spec))
+        # Registered from here on: the last pages of the listing say when it is online, whatever else is there.
+        newer_than = jit.runner_id - 1 if jit else github.registration_mark()
+        try:
+            pods.create_pod(pod_manifest(spec))
+        except PodAlreadyExists:
+            # The client sends a POST whose answer was lost again and gets 409 for the pod it made: adopted.
+            if not _is_this_runners(spec, pods.read_pod(spec.namespace, spec.pod_name)):
+                raise
+            log.info("pod %s/%s was created by a request whose answer was lost", spec.namespace, spec.pod_name)
         expected_id = jit.runner_id if jit else None
-        return _wait_registered(spec, expected_id, github, pods, clock, timeouts.register_timeout_seconds)
-    except PodAlreadyExists:
-        raise  # another create raced this one: its pod is not ours to clean up
+        return _wait_registered(
+            spec, expected_id, github, pods, clock, timeouts.register_timeout_seconds, newer_than=newer_than
+        )
+    except (PodAlreadyExists, RunnerNameTaken):
+        raise  # another resource's pod or registration: not ours to clean up
     except Exception:
         cleanup = TeardownTimeouts(0, timeouts.unregister_timeout_seconds, timeouts.pod_gone_timeout_seconds)
         try:
@@ -101,32 +149,50 @@ def start_runner(
         raise
 
 
+def check_name_ours(spec: RunnerSpec, github: RunnerRegistry) -> None:
+    """RunnerNameTaken if the name is registered by a runner that is not provably this resource's."""
+    found = github.find_runner(spec.runner_name)  # by name: a "none" here lets a registration be made
+    if found is not None and not owns(RunnerLocation.of(spec, None), found):
+        raise RunnerNameTaken(spec, [found])
+
+
 def _jit_config(spec: RunnerSpec, github: JitRegistry, clock: Clock, unregister_timeout: float) -> JitConfig:
     """GitHub answers 409 when the name is registered already: after a lost response to our own request, or a
-    registration left by an earlier pod of this name (none runs: checked before). It is unregistered, with the
-    same busy guard as any runner, and the config asked for once more."""
-    # config.sh gives every runner "self-hosted"; a just-in-time runner has only the labels asked for (1 at least).
-    labels = list(dict.fromkeys(("self-hosted", *spec.labels)))
+    registration left by an earlier pod of this name (none runs: checked before). If it is ours, it is
+    unregistered with the same busy guard as any runner, and the config asked for once more; if not, it is
+    left alone."""
+    labels = spec.jit_labels
     try:
         return github.generate_jitconfig(spec.runner_name, labels)
-    except RunnerNameTaken:
-        log.info("runner name %s is registered already; unregistering it and asking again", spec.runner_name)
-    unregister_by_name(RunnerLocation.of(spec, None), github, clock, unregister_timeout)
+    except GitHubNameTaken:
+        log.info("runner name %s is registered already; unregistering it if it is ours", spec.runner_name)
+    report = unregister_by_name(RunnerLocation.of(spec, None), github, clock, unregister_timeout)
+    if report.foreign is not None:
+        raise RunnerNameTaken(spec, [report.foreign])
     return github.generate_jitconfig(spec.runner_name, labels)
 
 
 def _is_live(pod: Any) -> bool:
-    return not pod_finished(pod) and pod.metadata.deletion_timestamp is None
+    return not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
+
+
+def _is_ours(spec: RunnerSpec, pod: Any) -> bool:
+    """A pod this resource made under the name (a pool's pods carry the pool's label, a lone runner's none)."""
+    labels = pod.metadata.labels or {}
+    return labels.get(RUNNER_LABEL) == spec.runner_name and labels.get(POOL_LABEL, "") == spec.pool
+
+
+def _is_this_runners(spec: RunnerSpec, pod: Any) -> bool:
+    """Ours, and made with this token."""
+    token_hash = (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) if pod is not None else None
+    return pod is not None and _is_ours(spec, pod) and token_hash == spec.token_hash
 
 
 def _in_the_way(spec: RunnerSpec, pod: Any) -> bool:
-    """A live pod of the name that is not this runner's: another token, or another resource's (a pool's pods
-    carry the pool's label, a lone runner's none)."""
-    if pod is None or not _is_live(pod):
+    """A pod of the name that is not this runner's: a live one of another token, or any of another resource."""
+    if pod is None:
         return False
-    labels = pod.metadata.labels or {}
-    ours = labels.get(RUNNER_LABEL) == spec.runner_name and labels.get(POOL_LABEL, "") == spec.pool
-    return not ours or (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) != spec.token_hash
+    return not _is_ours(spec, pod) or (_is_live(pod) and not _is_this_runners(spec, pod))
 
 
 def _pod_in_the_way(spec: RunnerSpec) -> PodAlreadyExists:
@@ -143,6 +209,8 @@ def _wait_registered(
     pods: PodApi,
     clock: Clock,
     timeout: float,
+    *,
+    newer_than: int | None = None,
 ) -> int:
     log.info("waiting up to %.0f s for runner %s to come online", timeout, spec.runner_name, extra=ROUTINE)
     started = clock.monotonic()
@@ -150,32 +218,50 @@ def _wait_registered(
     delay = REGISTRATION_POLL_FIRST_SECONDS
     while True:
         clock.sleep(delay)
-        found = github.find_runner(spec.runner_name, max_age=delay)  # a listing shared with other waiters
+        found = github.find_runner(spec.runner_name, max_age=delay, newer_than=newer_than)  # shared with others
         # Online, and not an old offline registration of the same name (nor, for JIT, another one's).
         if found is not None and found.get("status") == "online" and expected_id in (None, found["id"]):
             return int(found["id"])
         if clock.monotonic() - started < REGISTRATION_POLL_STEADY_FOR_SECONDS:
             continue  # its pod is looked at from then on: a container that fails to start takes that long anyway
         pod = pods.read_pod(spec.namespace, spec.pod_name)
-        if pod is None or pod_finished(pod):
+        if pod is None or pod_finished(pod) or pod_stuck(pod):
+            state = "is gone" if pod is None else f"cannot run ({pod_stuck(pod)})" if pod_stuck(pod) else "ended"
             raise RunnerDidNotRegister(
-                f"runner {spec.runner_name} did not register: its pod {spec.namespace}/{spec.pod_name} "
-                f"{'is gone' if pod is None else 'ended ' + pod.status.phase} ({_pod_detail(pod)})"
+                f"runner {spec.runner_name} did not register: {why_not_running(pod)} "
+                f"(pod {spec.namespace}/{spec.pod_name} {state})"
             )
         if clock.monotonic() >= deadline:
             raise RunnerDidNotRegister(
                 f"runner {spec.runner_name} was not listed online by GitHub within {timeout:.0f} s "
-                f"(register_timeout_seconds); pod {spec.namespace}/{spec.pod_name}: {_pod_detail(pod)}"
+                f"(register_timeout_seconds); pod {spec.namespace}/{spec.pod_name}: {why_not_running(pod)}"
             )
         delay = min(delay * 1.5, REGISTRATION_POLL_MAX_SECONDS, max(deadline - clock.monotonic(), 0.0))
 
 
-def _pod_detail(pod: Any) -> str:
+# What the runner prints when config.sh fails, in the user's words.
+_RUNNER_ERRORS = (
+    (("expired",), "the registration token expired"),
+    (("same name", "already exists"), "the runner name is taken in GitHub"),
+)
+
+
+def why_not_running(pod: Any) -> str:
+    """The container's own account (its termination message: config.sh's error with FallbackToLogsOnError),
+    else its state, in the user's words."""
     if pod is None or pod.status is None:
-        return "no status"
-    states = [
-        state.waiting.reason if state.waiting else f"exit code {state.terminated.exit_code}"
-        for status in pod.status.container_statuses or []
-        if (state := status.state) and (state.waiting or state.terminated)
-    ]
-    return f"phase {pod.status.phase}" + (f", {', '.join(states)}" if states else "")
+        return "the pod has no status"
+    for status in pod.status.container_statuses or []:
+        state, last = status.state, status.last_state
+        waiting = state.waiting if state is not None else None
+        terminated = (state.terminated if state is not None else None) or (last.terminated if last else None)
+        if waiting is not None and waiting.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+            return f"the image {status.image} could not be pulled ({waiting.reason}: {waiting.message or ''})"
+        if terminated is not None and terminated.exit_code != 0:
+            message = (terminated.message or "").strip()
+            plain = next((words for keys, words in _RUNNER_ERRORS if any(k in message.lower() for k in keys)), None)
+            said = f": {message.splitlines()[-1][:300]}" if message else ""
+            return f"{plain or 'the runner exited with code ' + str(terminated.exit_code)}{said}"
+        if waiting is not None:
+            return f"its container is waiting ({waiting.reason})"
+    return f"phase {pod.status.phase}"

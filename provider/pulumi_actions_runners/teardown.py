@@ -2,7 +2,8 @@
 
 States, in order (each one safe to repeat after a crash, so a re-run Delete finishes the job):
 
-UNREGISTERING  RemoveRunner until GitHub answers 204 or 404. A 422 means the runner is running a job: its pod is
+UNREGISTERING  RemoveRunner until GitHub answers 204 or 404 (by the id in state; a registration found by name
+               only if it is provably this runner's, see `owns`). A 422 means the runner is running a job: its pod is
                left alone, and the call repeated once the shared listing shows the runner idle, until
                ``unregister_timeout_seconds``, then RunnerStillBusy — the resource stays in state and nothing
                is lost. RemoveRunner is the only
@@ -11,8 +12,12 @@ UNREGISTERING  RemoveRunner until GitHub answers 204 or 404. A 422 means the run
 GRACE          wait out ``grace_period_seconds`` so the unregistered runner can exit by itself (skipped when its
                pod had already finished or was gone: there is nothing left to be graceful to).
 SWEEPING       (persistent runners) the container may have restarted and registered again before its Secret
-               went: any registration under its name gets the same guarded RemoveRunner, so none leaks or is
-               killed mid-job.
+               went: a registration under its name that is provably its own gets the same guarded RemoveRunner,
+               so none leaks or is killed mid-job.
+
+A registration under the runner's name that is not provably its own (another stack's, or one made before
+ownership labels existed) is never removed; while it is busy the pod is left alone all the same (it might
+be this pod's runner, registered again), and the teardown reports it, so that nothing is started over it.
 DELETING_POD   delete the pod (with its own termination grace) and wait until it is gone; a pod stuck
                terminating (a lost node) is then deleted with no grace, since its runner is unregistered.
 """
@@ -28,7 +33,7 @@ from .clock import Clock
 from .github_client import RemoveOutcome
 from .kube_client import pod_finished
 from .logs import ROUTINE
-from .manifests import RunnerSpec
+from .manifests import RunnerSpec, owner_label
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +61,10 @@ class WaitTimedOut(Exception):
 
 
 class RunnerRegistry(Protocol):
-    def find_runner(self, name: str, max_age: float = 0.0) -> dict[str, Any] | None:
+    def find_runner(self, name: str, max_age: float = 0.0, *, newer_than: int | None = None) -> dict[str, Any] | None:
         """The registration of this name (an online one first). ``max_age`` 0: a lookup of its own by name, whose
-        "none" may decide that a pod goes; more: from a listing shared with other waiters, that old at most."""
+        "none" may decide that a pod goes; more: from a listing shared with other waiters, that old at most.
+        ``newer_than``: only registrations of a higher id matter, which the listing's last pages answer for."""
         ...
 
     def remove_runner(self, runner_id: int) -> RemoveOutcome: ...
@@ -104,12 +110,25 @@ class RunnerLocation:
     runner_name: str
     runner_id: int | None
     ephemeral: bool
+    owner_label: str | None = None  # the label its registrations carry; None if it was made before they did
 
     @classmethod
     def of(cls, spec: RunnerSpec, runner_id: int | None, ephemeral: bool | None = None) -> RunnerLocation:
-        """Where the runner of ``spec`` lives; ``ephemeral`` as it was made, if that differs from the spec."""
+        """Where the runner of ``spec`` lives; ``ephemeral`` as it was made, if that differs from the spec. (A
+        registration made before ownership labels existed is proven ours by the id in state.)"""
         made_ephemeral = spec.ephemeral if ephemeral is None else ephemeral
-        return cls(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner_id, made_ephemeral)
+        label = owner_label(spec.owner) if spec.owner else None
+        return cls(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner_id, made_ephemeral, label)
+
+
+def owns(runner: RunnerLocation, registration: dict[str, Any]) -> bool:
+    """A runner name is unique per GitHub repository, organization or enterprise, not per namespace or stack:
+    a registration is this runner's only by the id recorded in state, or by the ownership label it was made
+    with."""
+    if runner.runner_id is not None and registration.get("id") == runner.runner_id:
+        return True
+    labels = {label.get("name") for label in registration.get("labels") or ()}
+    return runner.owner_label is not None and runner.owner_label in labels
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,7 @@ class TeardownReport:
     states: list[TeardownState]
     busy_answers: int = 0
     grace_waited_seconds: float = 0.0
+    foreign: dict[str, Any] | None = None  # a registration of the name that is not this runner's: left alone
 
 
 def tear_down_runner(
@@ -145,9 +165,7 @@ def tear_down_runner(
         pod_running = pod is not None and not pod_finished(pod)
 
     report = TeardownReport(states=[TeardownState.UNREGISTERING])
-    report.busy_answers = _unregister(
-        runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits
-    )
+    _unregister(runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits, report)
     unregistered_at = clock.monotonic()  # the grace period counts from here
     # Without its Secret the container cannot start again, so it cannot register again with the token.
     pods.delete_secret(runner.namespace, runner.secret_name)
@@ -169,7 +187,7 @@ def tear_down_runner(
         # A persistent runner's container may have restarted (before its Secret went) and registered again, and
         # even taken a job: that registration gets the same 422 guard before its pod is touched.
         report.states.append(TeardownState.SWEEPING)
-        report.busy_answers += _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT)
+        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report)
 
     report.states.append(TeardownState.DELETING_POD)
     pods.delete_pod(runner.namespace, runner.pod_name)
@@ -187,9 +205,12 @@ def tear_down_runner(
     return report
 
 
-def unregister_by_name(runner: RunnerLocation, github: RunnerRegistry, clock: Clock, timeout: float) -> int:
-    """The registration under the runner's name, unregistered with the busy guard (none: nothing to do)."""
-    return _unregister(runner, None, github, clock, timeout, NO_LIMIT)
+def unregister_by_name(runner: RunnerLocation, github: RunnerRegistry, clock: Clock, timeout: float) -> TeardownReport:
+    """The registration under the runner's name, unregistered with the busy guard if it is provably this
+    runner's (none: nothing to do); one that is not is left alone and reported in ``foreign``."""
+    report = TeardownReport(states=[TeardownState.UNREGISTERING])
+    _unregister(runner, None, github, clock, timeout, NO_LIMIT, report)
+    return report
 
 
 def _unregister(
@@ -199,45 +220,71 @@ def _unregister(
     clock: Clock,
     timeout: float,
     permits: Permits,
-) -> int:
-    """RemoveRunner until it is done (None: look the id up by name), holding a permit once it is; returns how
-    often GitHub said busy."""
+    report: TeardownReport,
+) -> None:
+    """RemoveRunner until it is done (None: look the id up by name), holding a permit once it is; counts in
+    ``report`` how often GitHub said busy, and records a registration of the name that is not ours."""
     looked_up = False
-    busy_answers = 0
     permits.acquire(runner.runner_name)
     deadline = clock.monotonic() + timeout  # for the runner's jobs, not for its turn among the pool's
     while True:
         if runner_id is None:
             if looked_up:
-                return busy_answers
+                return
             found = github.find_runner(runner.runner_name)  # its own lookup: a "none" here lets the pod go
             looked_up = True
             if found is None:
-                return busy_answers
+                return
+            if not owns(runner, found):
+                report.foreign = found
+                _leave_foreign(runner, found, github, clock, deadline, timeout)
+                return
             runner_id = int(found["id"])
         outcome = github.remove_runner(runner_id)
         if outcome is RemoveOutcome.REMOVED:
-            return busy_answers
+            return
         if outcome is RemoveOutcome.NOT_FOUND:
             # The id in state may be an older registration: config.sh --replace gives a new one under the name.
             runner_id = None
             continue
-        busy_answers += 1
+        report.busy_answers += 1
         permits.release()  # a busy runner stays in service: another one may be taken out meanwhile
         _wait_until_idle(runner, runner_id, github, clock, deadline, timeout)
         permits.acquire(runner.runner_name)
 
 
+def _leave_foreign(
+    runner: RunnerLocation, found: dict[str, Any], github: RunnerRegistry, clock: Clock, deadline: float, timeout: float
+) -> None:
+    """Never removed: it may be another stack's. While it is busy our pod is not touched either, since a runner
+    made before ownership labels cannot be told from another's (its job might be running in our pod)."""
+    log.warning(
+        "runner name %s is registered (GitHub id %s) without this resource's ownership label: that "
+        "registration is not ours, and is left alone",
+        runner.runner_name,
+        found["id"],
+    )
+    if found.get("busy"):
+        _wait_until_idle(runner, int(found["id"]), github, clock, deadline, timeout, "the listing says busy")
+
+
 def _wait_until_idle(
-    runner: RunnerLocation, runner_id: int, github: RunnerRegistry, clock: Clock, deadline: float, timeout: float
+    runner: RunnerLocation,
+    runner_id: int,
+    github: RunnerRegistry,
+    clock: Clock,
+    deadline: float,
+    timeout: float,
+    why: str = "RemoveRunner answered 422",
 ) -> None:
     """Until the listing shows the runner idle (or gone): a page of it costs 1 point for up to 100 runners and
     is shared by every runner waited on, where asking RemoveRunner again costs 5 for each. RemoveRunner, asked
     again afterwards, stays the guard: a job that starts in between gets another 422."""
     log.info(
-        "runner %s is running a job (RemoveRunner answered 422); its pod is left alone until the job ends "
+        "runner %s is running a job (%s); its pod is left alone until the job ends "
         "(at most %.0f s more, of unregister_timeout_seconds %.0f s)",
         runner.runner_name,
+        why,
         max(deadline - clock.monotonic(), 0.0),
         timeout,
     )
@@ -251,7 +298,7 @@ def _wait_until_idle(
                 "and the resource stays in state. Run the update again once the job has finished."
             )
         clock.sleep(min(delay, left))
-        found = github.find_runner(runner.runner_name, max_age=delay)
+        found = github.find_runner(runner.runner_name, max_age=delay, newer_than=runner_id - 1)
         if found is None or (found["id"] == runner_id and not found.get("busy")):
             return
         if found["id"] != runner_id and delay >= BUSY_POLL_MAX_SECONDS:

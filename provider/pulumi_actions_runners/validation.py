@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from pulumi.output import Unknown
 
-from .credentials import GITHUB_TOKEN_ENV
+from .credentials import CREDENTIAL_RULE, GITHUB_TOKEN_ENV, credential_problem
 from .github_url import parse_github_url
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -52,12 +53,18 @@ def secret_string(value: Any) -> str | None:
 
 
 def github_credential(value: Any) -> str | None:
-    """A credential input, or else GITHUB_TOKEN in the environment of the provider (that is, of `pulumi`)."""
+    """A credential input, or else GITHUB_TOKEN in the environment of the provider (that is, of `pulumi`). Either
+    is trimmed before use (a token read from a file ends in a newline); the reason never quotes it."""
     if value is None:
-        if os.environ.get(GITHUB_TOKEN_ENV):
+        from_environment = os.environ.get(GITHUB_TOKEN_ENV)
+        if not from_environment:
+            return f"is not set and {GITHUB_TOKEN_ENV} is not in the environment: give one of them a GitHub token"
+        problem = credential_problem(from_environment)
+        if problem is None:
             return None
-        return f"is not set and {GITHUB_TOKEN_ENV} is not in the environment: give one of them a GitHub token"
-    return secret_string(value)
+        return f"is not set, and {GITHUB_TOKEN_ENV} in the environment {problem}: {CREDENTIAL_RULE}"
+    problem = credential_problem(value)
+    return None if problem is None else f"{problem}: {CREDENTIAL_RULE}"
 
 
 def kubeconfig_path(value: Any) -> str | None:
@@ -74,6 +81,25 @@ def image_reference(value: Any) -> str | None:
     if isinstance(value, str) and value and len(value) <= 512 and not any(c.isspace() for c in value):
         return None
     return f"{value!r} is not an image reference: use e.g. ghcr.io/actions/actions-runner:2.329.0"
+
+
+def optional_timestamp(value: Any) -> str | None:
+    """An RFC 3339 time with its zone, as GitHub's ``expires_at`` (a RegistrationToken's)."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str) and datetime.fromisoformat(value).tzinfo is not None:
+            return None
+    except ValueError:
+        pass
+    return f"{value!r} is not allowed: use an RFC 3339 time with its zone, such as a RegistrationToken's expires_at"
+
+
+def owner_id(value: Any) -> str | None:
+    """Set by the resource (see resources.py), not by users: a hash naming the resource in its stack."""
+    if value is None or (isinstance(value, str) and re.fullmatch(r"[0-9a-f]{16}", value)):
+        return None
+    return f"{value!r} is not allowed: it is set by the resource itself, as 16 hexadecimal digits"
 
 
 def seconds_between(minimum: float, maximum: float) -> Rule:

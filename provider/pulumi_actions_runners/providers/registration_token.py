@@ -14,7 +14,6 @@ from pulumi.dynamic import (
     DiffResult,
     ReadResult,
     ResourceProvider,
-    UpdateResult,
 )
 
 from .. import validation
@@ -22,15 +21,16 @@ from ..credentials import github_credential, token_hash
 from ..github_client import GitHubClient
 from ..github_url import parse_github_url
 from ..logs import log_to_stderr
+from ..redaction import remember, scrubbed_provider
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
     "github_token": validation.github_credential,
     "refresh_before_seconds": validation.seconds_between(0, 3000),
 }
-UPDATE_IN_PLACE = ("github_token", "refresh_before_seconds")
 
 
+@scrubbed_provider
 class RegistrationTokenProvider(ResourceProvider):
     def configure(self, _req: Any) -> None:
         log_to_stderr()
@@ -44,13 +44,16 @@ class RegistrationTokenProvider(ResourceProvider):
         refresh_before = news.get("refresh_before_seconds")
         if validation.is_unknown(refresh_before) or _expires_within(olds["expires_at"], refresh_before):
             replaces.append("expires_at")
-        changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in UPDATE_IN_PLACE)
-        return DiffResult(changes=changes, replaces=replaces, delete_before_replace=False)
+        # Nothing else is worth an update: the settings act only through Diff and Create, which read them from the
+        # new inputs. An update would make the token unknown in preview (the SDK's dynamic provider server passes
+        # no stable outputs), and preview would show every runner of the token recreated.
+        return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         target = parse_github_url(props["github_url"])
         with GitHubClient(target, github_credential(props.get("github_token"))) as github:
             grant = github.create_registration_token()
+        remember(grant.token)
         outs = {
             **_settings(props),
             "token": grant.token,
@@ -58,9 +61,6 @@ class RegistrationTokenProvider(ResourceProvider):
             "token_hash": token_hash(grant.token),
         }
         return CreateResult(uuid.uuid4().hex, outs)
-
-    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult({**olds, **_settings(news)})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # A registration token cannot be looked up; expiry is judged by diff, so refresh keeps what it has.

@@ -18,10 +18,21 @@ from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
 from ..github_client import GitHubClient
-from ..kube_client import pod_finished
+from ..kube_client import ENDED_PHASES, pod_phase
 from ..logs import log_to_stderr
-from ..manifests import TERMINATION_GRACE_SECONDS
-from ..runner_inputs import LATER_DEFAULTS, RULES, SETTINGS, SPEC_FIELDS, check_runner_inputs, runner_spec, stored
+from ..manifests import TERMINATION_GRACE_SECONDS, owner_label
+from ..redaction import scrubbed_provider
+from ..runner_inputs import (
+    LATER_DEFAULTS,
+    RULES,
+    SETTINGS,
+    SPEC_FIELDS,
+    UNDIFFED,
+    check_runner_inputs,
+    runner_spec,
+    start_tokens,
+    stored,
+)
 from ..startup import StartTimeouts, start_runner
 from ..teardown import RunnerLocation, TeardownTimeouts, tear_down_runner
 
@@ -31,6 +42,7 @@ REPLACE_ON = ("namespace", "runner_name", *SPEC_FIELDS)
 POD_GONE_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS + 60
 
 
+@scrubbed_provider
 class RunnerProvider(ResourceProvider):
     def configure(self, _req: Any) -> None:
         log_to_stderr()
@@ -40,20 +52,24 @@ class RunnerProvider(ResourceProvider):
         return CheckResult(inputs, [CheckFailure(p, r) for p, r in failures])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """No network call: the token's hash decides, so a preview shows every runner a new token recreates."""
+        """No network call: the token's hash decides, so a preview shows every runner a new token recreates; and
+        a runner whose pod a refresh found ended, gone or stuck (``pod_phase``) is recreated too."""
         replaces = [k for k in ("token_hash", *REPLACE_ON) if validation.differs(stored(olds, k), news.get(k))]
+        if olds.get("pod_phase") in ENDED_PHASES:
+            replaces.append("pod_phase")
         changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in SETTINGS)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = runner_spec(props, props["runner_name"])
+        clock = SystemClock()
         with connect(props) as clients:
             runner_id = start_runner(
                 spec,
-                props.get("registration_token"),
+                start_tokens(props, clients.github, clients.fresh_tokens, clock),
                 clients.runners,
                 clients.kube,
-                SystemClock(),
+                clock,
                 StartTimeouts(
                     register_timeout_seconds=props["register_timeout_seconds"],
                     unregister_timeout_seconds=props["unregister_timeout_seconds"],
@@ -61,7 +77,7 @@ class RunnerProvider(ResourceProvider):
                 ),
             )
         outs = {
-            **{k: props.get(k) for k in REPLACE_ON + SETTINGS},
+            **{k: props.get(k) for k in REPLACE_ON + SETTINGS + UNDIFFED},
             "token_hash": spec.token_hash,
             "runner_id": runner_id,
             "pod_name": spec.pod_name,
@@ -87,26 +103,31 @@ class RunnerProvider(ResourceProvider):
             )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """A pod that is gone or has finished takes the resource out of state, so the next up recreates it."""
+        """The runner as it is. One whose pod has ended, is gone or is stuck (a persistent runner crash-looping
+        on an expired token) stays in state with that ``pod_phase``: the next up recreates it (Diff), and a
+        destroy still takes down its Secret and registration."""
         with connect(props) as clients:
             pod = clients.kube.read_pod(props["namespace"], props["pod_name"])
-            if pod is None or pod_finished(pod):
-                return ReadResult("", {})
             runner = _registration(clients.github, props)
         outs = {
             **props,
-            "runner_id": runner["id"] if runner else None,
+            "runner_id": runner["id"] if runner else props.get("runner_id"),
             "runner_status": runner["status"] if runner else None,
             "runner_busy": runner["busy"] if runner else None,
-            "pod_phase": pod.status.phase if pod.status else None,
+            "pod_phase": pod_phase(pod),
         }
         return ReadResult(id_, outs)
 
 
 def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any] | None:
-    """The runner's registration: by the id in state (one call), else by name (it may have registered again)."""
+    """The runner's registration: by the id in state (one call), else by name if it is ours (it may have
+    registered again)."""
     runner = github.get_runner(int(props["runner_id"])) if props.get("runner_id") is not None else None
-    return runner if runner is not None else github.find_runner(props["runner_name"])
+    if runner is not None:
+        return runner
+    found = github.find_runner(props["runner_name"])
+    label = owner_label(props["owner"]) if props.get("owner") else None
+    return found if found is not None and label in {x["name"] for x in found.get("labels") or ()} else None
 
 
 def _location(props: dict[str, Any]) -> RunnerLocation:
@@ -118,4 +139,5 @@ def _location(props: dict[str, Any]) -> RunnerLocation:
         runner_name=props["runner_name"],
         runner_id=int(runner_id) if runner_id is not None else None,
         ephemeral=props["ephemeral"],
+        owner_label=owner_label(props["owner"]) if props.get("owner") else None,
     )

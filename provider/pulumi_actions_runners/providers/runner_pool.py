@@ -24,12 +24,25 @@ from pulumi.dynamic import (
 from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
-from ..kube_client import describe
+from ..kube_client import ENDED_PHASES, describe, pod_phase
 from ..logs import log_to_stderr
 from ..manifests import POOL_LABEL, TERMINATION_GRACE_SECONDS
 from ..pool import PoolResult, PoolRunner, PoolSpec, PoolTimeouts, reconcile_pool, tear_down_pool
+from ..redaction import scrub_all, scrubbed_provider
+from ..registration_tokens import StartTokens
 from ..registrations import by_preferred_name
-from ..runner_inputs import RULES, SETTINGS, SPEC_FIELDS, check_runner_inputs, runner_spec, stored
+from ..runner_inputs import (
+    RULES,
+    SETTINGS,
+    SPEC_FIELDS,
+    UNDIFFED,
+    check_runner_inputs,
+    runner_spec,
+    start_tokens,
+    stored,
+)
+from ..startup import RunnerNameTaken
+from ..teardown import RunnerLocation, owns
 
 POOL_RULES: dict[str, validation.Rule] = {
     **RULES,
@@ -41,10 +54,10 @@ POOL_RULES: dict[str, validation.Rule] = {
 REPLACE_ON = ("github_url", "namespace", "pool_name")
 # A change rotates runners (or adds and removes them) in an update of the pool.
 ROLL_ON = ("token_hash", *SPEC_FIELDS, "replicas", "max_unavailable")
-ENDED_PHASES = ("Succeeded", "Failed", "Gone")
 POD_GONE_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS + 60
 
 
+@scrubbed_provider
 class RunnerPoolProvider(ResourceProvider):
     def configure(self, _req: Any) -> None:
         log_to_stderr()
@@ -84,7 +97,9 @@ class RunnerPoolProvider(ResourceProvider):
             )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Each runner's registration and pod as they are now; one that has neither is gone from the list."""
+        """Each runner's registration (only one that is provably its own) and pod as they are now; one that has
+        neither is gone from the list."""
+        spec = _pool_spec(props)
         with connect(props) as clients:
             registered = by_preferred_name(clients.github.list_runners())
             pods = {
@@ -94,6 +109,9 @@ class RunnerPoolProvider(ResourceProvider):
         runners = []
         for runner in props.get("runners") or []:
             registration, pod = registered.get(runner["name"]), pods.get(runner["pod"])
+            location = RunnerLocation.of(spec.template, _pool_runner(runner).runner_id)
+            if registration is not None and not owns(location, registration):
+                registration = None  # another's, under the same name: nothing about this runner
             if registration is None and pod is None:
                 continue
             runners.append(
@@ -102,26 +120,31 @@ class RunnerPoolProvider(ResourceProvider):
                     "id": registration["id"] if registration else runner["id"],
                     "status": registration["status"] if registration else None,
                     "busy": registration["busy"] if registration else None,
-                    "pod_phase": pod.status.phase if pod is not None and pod.status else "Gone",
+                    "pod_phase": pod_phase(pod),
                 }
             )
         return ReadResult(id_, {**props, "runners": runners})
 
 
 def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, Any]:
+    """A name held by another runner fails the call (nothing was touched, so the state stays true)."""
     spec = _pool_spec(props)
     result: PoolResult | None = None
+    clock = SystemClock()
     try:
         with connect(props) as clients:
-            result = reconcile_pool(spec, current, clients.runners, clients.kube, SystemClock(), _timeouts(props))
+            spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
+            result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, _timeouts(props))
+    except RunnerNameTaken:
+        raise
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
     return {
-        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS)},
+        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS, *UNDIFFED)},
         "spec_hash": spec.template.spec_hash,
         "runners": [_runner_output(spec, r) for r in result.runners],
-        "problems": result.problems,
+        "problems": scrub_all(result.problems),
     }
 
 
@@ -138,14 +161,15 @@ def _converged(olds: dict[str, Any]) -> bool:
     )
 
 
-def _pool_spec(props: dict[str, Any]) -> PoolSpec:
+def _pool_spec(props: dict[str, Any], tokens: StartTokens | None = None) -> PoolSpec:
+    """``tokens``: what its runners start with (None for just-in-time runners, and to only take them down)."""
     replicas = int(props["replicas"])
     return PoolSpec(
         name=props["pool_name"],
         template=runner_spec(props, "", pool=props["pool_name"]),
         replicas=replicas,
         max_unavailable=_max_unavailable(props.get("max_unavailable"), replicas),
-        registration_token=props.get("registration_token"),
+        tokens=tokens,
     )
 
 
