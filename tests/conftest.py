@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +15,17 @@ from actions_runners_simulator.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM_DIR = ROOT / "programs" / "runners"
+
+
+@pytest.fixture(scope="session")
+def cli_dir() -> Path:
+    """The folder with pulumi and its Python host: PULUMI_CLI_DIR, or what build.sh builds (cached) or finds."""
+    if os.environ.get("PULUMI_CLI_DIR"):
+        return Path(os.environ["PULUMI_CLI_DIR"])
+    built = subprocess.run([str(ROOT / "tools" / "pulumi" / "build.sh")], capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        pytest.fail(f"tools/pulumi/build.sh failed:\n{built.stderr}")
+    return Path(built.stdout.strip())
 
 
 @pytest.fixture

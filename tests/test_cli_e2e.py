@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,17 +15,6 @@ from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, core_api, events_for, secret_token
 
 RUNNERS = ("runner-0", "runner-1")
-
-
-@pytest.fixture(scope="module")
-def cli_dir() -> Path:
-    """The folder with pulumi and its Python host: PULUMI_CLI_DIR, or what build.sh builds (cached) or finds."""
-    if os.environ.get("PULUMI_CLI_DIR"):
-        return Path(os.environ["PULUMI_CLI_DIR"])
-    built = subprocess.run([str(ROOT / "tools" / "pulumi" / "build.sh")], capture_output=True, text=True, check=False)
-    if built.returncode != 0:
-        pytest.fail(f"tools/pulumi/build.sh failed:\n{built.stderr}")
-    return Path(built.stdout.strip())
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -152,17 +151,6 @@ def kubeconfig_through(sim: Simulator, proxy: EchoingProxy) -> Path:
     path = sim.workdir / "kubeconfig-through-webhook"
     path.write_text(json.dumps(config))
     return path
-
-
-@pytest.fixture(scope="module")
-def cli_dir() -> Path:
-    """The folder with pulumi and its Python host: PULUMI_CLI_DIR, or what build.sh builds (cached) or finds."""
-    if os.environ.get("PULUMI_CLI_DIR"):
-        return Path(os.environ["PULUMI_CLI_DIR"])
-    built = subprocess.run([str(ROOT / "tools" / "pulumi" / "build.sh")], capture_output=True, text=True, check=False)
-    if built.returncode != 0:
-        pytest.fail(f"tools/pulumi/build.sh failed:\n{built.stderr}")
-    return Path(built.stdout.strip())
 
 
 # --- programs and what the tests read ----------------------------------------------------------------------

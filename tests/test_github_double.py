@@ -299,17 +299,19 @@ def test_registration_url_of_another_server_is_refused(github):
         )
 
 
-def test_registering_an_existing_name_replaces_that_runner(github):
+def test_registering_an_existing_name_replaces_that_runner_keeping_its_id(github):
+    """config.sh --replace updates the existing registration (actions/runner's ReplaceAgentAsync): same id, the
+    old runner's session ended."""
     old_id, old_listener = register(github, "repos/octo/app", "pod-0")
     other_scope_id, other_scope_listener = register(github, "orgs/octo", "pod-0")
+    later_id, _ = register(github, "repos/octo/app", "pod-1")
     new_id, new_listener = register(github, "repos/octo/app", "pod-0")
 
     assert old_listener.events == ["removed"]
     assert other_scope_listener.events == new_listener.events == []
-    assert new_id > other_scope_id > old_id
-    assert call(github, "GET", f"/repos/octo/app/actions/runners/{old_id}").status_code == 404
+    assert new_id == old_id < other_scope_id
     listed = call(github, "GET", "/repos/octo/app/actions/runners").json()
-    assert [runner["id"] for runner in listed["runners"]] == [new_id]
+    assert [runner["id"] for runner in listed["runners"]] == [new_id, later_id], "still in id order"
 
 
 # --- jobs, RemoveRunner, ephemeral and offline runners ----------------------------------------------------

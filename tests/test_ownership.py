@@ -12,8 +12,9 @@ import pytest
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from pulumi_actions_runners.github_client import GitHubClient
 from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.providers.runner_pool import RunnerPoolProvider
 from tests.conftest import ROOT
-from tests.helpers import NAMESPACE, core_api, new_token, outputs, owner_label
+from tests.helpers import NAMESPACE, core_api, expiry_of, new_token, outputs, owner_label, sha256
 from tests.programs import jit_runner, runner_with_token, token_and_pool
 
 OTHER_NAMESPACE = "other-cluster"
@@ -126,3 +127,50 @@ def test_a_just_in_time_registration_that_is_ours_is_taken_back_after_a_lost_ans
 
     assert [c["path"].rsplit("/", 1)[1] for c in sim.github.calls("DELETE")] == [str(lost.runner_id)]
     assert [r["id"] for r in sim.github.runners()] == [out["runner_id"]]
+
+
+def test_a_pool_of_the_same_name_in_the_same_namespace_is_not_taken_in(sim) -> None:
+    """Pods carry their resource's ownership label too: another stack's pool of the same name is never
+    mistaken for runners a cut-short update left behind."""
+    with MiniEngine(ROOT, stack="team-a") as team_a:
+        team_a.up(token_and_pool(sim, new_token(sim), replicas=2))
+    sim.github.start_job("pool-0", None)
+    pods_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)}
+    secrets_before = sorted(s["metadata"]["name"] for s in sim.kube.secrets(NAMESPACE))
+
+    with (
+        MiniEngine(ROOT, stack="team-b") as team_b,
+        pytest.raises(DeploymentFailed, match=r"pool_name 'pool': pods pool-0, pool-1 .* belong to another"),
+    ):
+        team_b.up(token_and_pool(sim, new_token(sim), replicas=2))
+
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)} == pods_before
+    assert sorted(s["metadata"]["name"] for s in sim.kube.secrets(NAMESPACE)) == secrets_before
+    assert not sim.github.calls("DELETE")
+    sim.github.finish_job("pool-0")
+    assert sim.runners.jobs_killed == []
+
+
+def test_a_pool_keeps_the_ownership_it_was_made_with_when_its_ownership_id_changes(sim) -> None:
+    """A stack or project renamed (with an alias) gives the resource another ownership id; its runners keep the
+    one they were made with, so that the pool still knows its own registrations."""
+    with MiniEngine(ROOT, stack="team-a") as engine:
+        engine.up(token_and_pool(sim, new_token(sim), replicas=2))
+        olds = outputs(engine, "pool")
+        made_with = owner_label(engine, "RunnerPool", "pool")
+    token = new_token(sim)
+    news = {
+        **olds,
+        "registration_token": token,
+        "registration_token_expires_at": expiry_of(token),
+        "token_hash": sha256(token),
+        "replicas": 3,
+        "owner": "f" * 16,  # what the renamed stack computes
+    }
+
+    outs = RunnerPoolProvider().update("actions-runners/pool", olds, news).outs
+
+    assert outs["problems"] == [] and outs["owner"] == olds["owner"]
+    labels = {r["name"]: {label["name"] for label in r["labels"]} for r in sim.github.runners()}
+    assert sorted(labels) == ["pool-0", "pool-1", "pool-2"]
+    assert all(made_with in names for names in labels.values())

@@ -164,15 +164,17 @@ class _RunnerRegistry:
         replace: bool,
     ) -> int:
         """config.sh: with ``--replace`` a registration of the name is taken over, busy or not (its runner's
-        session ends, and a job it ran is lost); without, the name being taken fails the configuration."""
+        session ends, and a job it ran is lost), and keeps its id (actions/runner updates the existing agent);
+        without, the name being taken fails the configuration."""
         with self._lock:
             self._check_token(scope, token)
             replaced = [r for r in self._runners.values() if r.scope == scope and r.name == name]
             if replaced and not replace:
                 raise RegistrationRefused(f"A runner exists with the same name {name} in {scope}")
-            for runner in replaced:
+            for runner in replaced[:-1]:
                 del self._runners[runner.id]
-            runner_id = self._new_runner_id()
+            # Assigned in place: the listing keeps its id order.
+            runner_id = replaced[-1].id if replaced else self._new_runner_id()
             self._runners[runner_id] = _Runner(runner_id, name, scope, ephemeral, self._labels(labels), listener)
         _notify(runner.listener.removed for runner in replaced)
         return runner_id

@@ -89,13 +89,12 @@ class KubeClient:
             namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
         ).items
 
-    def list_secret_names(self, namespace: str, label_selector: str) -> list[str]:
-        return [
-            secret.metadata.name
-            for secret in self._core.list_namespaced_secret(
-                namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
-            ).items
-        ]
+    def list_secret_labels(self, namespace: str, label_selector: str) -> dict[str, dict[str, str]]:
+        """The labels of each Secret that matches, by name (never their data)."""
+        secrets = self._core.list_namespaced_secret(
+            namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+        ).items
+        return {secret.metadata.name: secret.metadata.labels or {} for secret in secrets}
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise."""

@@ -20,6 +20,7 @@ MANAGED_BY = "pulumi-actions-runners"
 TOKEN_HASH_ANNOTATION = "actions-runners.pulumi.io/token-hash"
 RUNNER_LABEL = "actions-runners.pulumi.io/runner"
 POOL_LABEL = "actions-runners.pulumi.io/pool"
+OWNER_LABEL = "actions-runners.pulumi.io/owner"  # the resource's ownership id, as on its GitHub registrations
 TERMINATION_GRACE_SECONDS = 30
 
 # The runner image reads every config.sh / run.sh argument from ACTIONS_RUNNER_INPUT_<ARG> (actions/runner's
@@ -92,7 +93,15 @@ def _labels(spec: RunnerSpec) -> dict[str, str]:
         "app.kubernetes.io/managed-by": MANAGED_BY,
         RUNNER_LABEL: spec.runner_name,
         **({POOL_LABEL: spec.pool} if spec.pool else {}),
+        **({OWNER_LABEL: spec.owner} if spec.owner else {}),
     }
+
+
+def made_by(spec: RunnerSpec, labels: dict[str, str] | None) -> bool:
+    """Whether a pod or Secret with these labels was made by the resource of ``spec``: another stack may use the
+    same names in the same namespace. One made before ownership labels carries none, and counts as its own."""
+    owner = (labels or {}).get(OWNER_LABEL)
+    return owner is None or owner == spec.owner
 
 
 def secret_manifest(spec: RunnerSpec, credential: str) -> dict[str, Any]:

@@ -36,9 +36,9 @@ from typing import Any, Protocol
 
 from .clock import Clock
 from .github_budget import content_creating_seconds
-from .kube_client import describe, pod_finished, pod_stuck
+from .kube_client import PodAlreadyExists, describe, pod_finished, pod_stuck
 from .logs import POOL_THREAD_PREFIX
-from .manifests import POOL_LABEL, RunnerSpec
+from .manifests import POOL_LABEL, RunnerSpec, made_by
 from .registration_tokens import StartTokens
 from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, start_runner
 from .teardown import (
@@ -121,7 +121,7 @@ class PoolGitHub(JitRegistry, Protocol):
 
 class PoolPods(PodCreator, Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
-    def list_secret_names(self, namespace: str, label_selector: str) -> list[str]: ...
+    def list_secret_labels(self, namespace: str, label_selector: str) -> dict[str, dict[str, str]]: ...
 
 
 class RolloutHalted(Exception):
@@ -329,7 +329,7 @@ def tear_down_pool(
     """Every runner of the pool taken down at once, each with its busy guard; returns what failed."""
     pool = _Pool(spec, github, pods, clock, timeouts)
     runners = {runner.name: runner for runner in current}
-    for name in _live_pods(pool):
+    for name in _live_pods(pool, others_fail=False):
         runners.setdefault(name, PoolRunner(name, None, None, None, None))
 
     def run(runner: PoolRunner) -> str | None:
@@ -350,8 +350,8 @@ def _delete_orphan_secrets(pool: _Pool, keep: set[str]) -> None:
     """The pool's Secrets that no runner of it uses (a provider stopped between writing a Secret and creating its
     pod, a runner left out of the state): they hold a credential, so they go."""
     namespace = pool.spec.template.namespace
-    for name in pool.pods.list_secret_names(namespace, f"{POOL_LABEL}={pool.spec.name}"):
-        if name not in keep:
+    for name, labels in pool.pods.list_secret_labels(namespace, f"{POOL_LABEL}={pool.spec.name}").items():
+        if name not in keep and made_by(pool.spec.template, labels):
             log.info(
                 "pool %s: deleting Secret %s/%s, which no runner of the pool uses", pool.spec.name, namespace, name
             )
@@ -486,12 +486,22 @@ def _registered(github: PoolGitHub, names: list[str]) -> list[dict[str, Any]]:
     return [registration for name in names if (registration := github.find_runner(name)) is not None]
 
 
-def _live_pods(pool: _Pool) -> dict[str, Any]:
-    """The pool's pods that run (or will): finished and terminating ones count as ended."""
-    selector = f"{POOL_LABEL}={pool.spec.name}"
+def _live_pods(pool: _Pool, *, others_fail: bool = True) -> dict[str, Any]:
+    """The pool's pods that run (or will): finished and terminating ones count as ended. Pods of another stack's
+    pool of the same name in the namespace are never ours; with ``others_fail`` they fail the call before
+    anything is touched."""
+    namespace, selector = pool.spec.template.namespace, f"{POOL_LABEL}={pool.spec.name}"
+    pods = pool.pods.list_pods(namespace, selector)
+    theirs = sorted(pod.metadata.name for pod in pods if not made_by(pool.spec.template, pod.metadata.labels))
+    pods = [pod for pod in pods if pod.metadata.name not in theirs]
+    if theirs and others_fail:
+        raise PodAlreadyExists(
+            f"pool_name {pool.spec.name!r}: pods {', '.join(theirs)} in namespace {namespace} belong to another "
+            "resource's pool of that name (another stack's); nothing was touched. Choose another pool_name."
+        )
     return {
         pod.metadata.name: pod
-        for pod in pool.pods.list_pods(pool.spec.template.namespace, selector)
+        for pod in pods
         if not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
     }
 

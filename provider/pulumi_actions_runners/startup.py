@@ -21,7 +21,15 @@ from .github_client import JitConfig
 from .github_client import RunnerNameTaken as GitHubNameTaken
 from .kube_client import PodAlreadyExists, pod_finished, pod_stuck
 from .logs import ROUTINE
-from .manifests import POOL_LABEL, RUNNER_LABEL, TOKEN_HASH_ANNOTATION, RunnerSpec, pod_manifest, secret_manifest
+from .manifests import (
+    POOL_LABEL,
+    RUNNER_LABEL,
+    TOKEN_HASH_ANNOTATION,
+    RunnerSpec,
+    made_by,
+    pod_manifest,
+    secret_manifest,
+)
 from .registration_tokens import StartTokens
 from .teardown import (
     PodApi,
@@ -105,8 +113,7 @@ def start_runner(
     existing = None if pod_known_gone else pods.read_pod(spec.namespace, spec.pod_name)
     if _in_the_way(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
-    if not name_ours:
-        check_name_ours(spec, github)
+    ours = None if name_ours else check_name_ours(spec, github)
     jit: JitConfig | None = None
     try:
         if existing is not None and _is_live(existing):
@@ -127,6 +134,8 @@ def start_runner(
         pods.apply_secret(secret_manifest(spec, credential))
         # Registered from here on: the last pages of the listing say when it is online, whatever else is there.
         newer_than = jit.runner_id - 1 if jit else github.registration_mark()
+        if ours is not None and newer_than is not None and not jit:
+            newer_than = min(newer_than, int(ours["id"]) - 1)  # config.sh --replace keeps the registration's id
         try:
             pods.create_pod(pod_manifest(spec))
         except PodAlreadyExists:
@@ -149,11 +158,13 @@ def start_runner(
         raise
 
 
-def check_name_ours(spec: RunnerSpec, github: RunnerRegistry) -> None:
-    """RunnerNameTaken if the name is registered by a runner that is not provably this resource's."""
+def check_name_ours(spec: RunnerSpec, github: RunnerRegistry) -> dict[str, Any] | None:
+    """The registration of the name if it is this resource's, None if there is none; RunnerNameTaken if it is
+    registered by a runner that is not provably this resource's."""
     found = github.find_runner(spec.runner_name)  # by name: a "none" here lets a registration be made
     if found is not None and not owns(RunnerLocation.of(spec, None), found):
         raise RunnerNameTaken(spec, [found])
+    return found
 
 
 def _jit_config(spec: RunnerSpec, github: JitRegistry, clock: Clock, unregister_timeout: float) -> JitConfig:
@@ -179,7 +190,8 @@ def _is_live(pod: Any) -> bool:
 def _is_ours(spec: RunnerSpec, pod: Any) -> bool:
     """A pod this resource made under the name (a pool's pods carry the pool's label, a lone runner's none)."""
     labels = pod.metadata.labels or {}
-    return labels.get(RUNNER_LABEL) == spec.runner_name and labels.get(POOL_LABEL, "") == spec.pool
+    named = labels.get(RUNNER_LABEL) == spec.runner_name and labels.get(POOL_LABEL, "") == spec.pool
+    return named and made_by(spec, labels)
 
 
 def _is_this_runners(spec: RunnerSpec, pod: Any) -> bool:

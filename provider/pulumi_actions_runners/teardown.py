@@ -15,9 +15,10 @@ SWEEPING       (persistent runners) the container may have restarted and registe
                went: a registration under its name that is provably its own gets the same guarded RemoveRunner,
                so none leaks or is killed mid-job.
 
-A registration under the runner's name that is not provably its own (another stack's, or one made before
-ownership labels existed) is never removed; while it is busy the pod is left alone all the same (it might
-be this pod's runner, registered again), and the teardown reports it, so that nothing is started over it.
+A registration under the runner's name that is not provably its own is never removed, and the teardown
+reports it, so that nothing is started over it. For a runner made with an ownership label it is another's,
+and the pod goes; for one made before ownership labels it might be this pod's runner, so the pod stays and
+the teardown fails saying so (RegistrationNotProvablyOurs).
 DELETING_POD   delete the pod (with its own termination grace) and wait until it is gone; a pod stuck
                terminating (a lost node) is then deleted with no grace, since its runner is unregistered.
 """
@@ -54,6 +55,10 @@ class TeardownState(enum.Enum):
 
 class RunnerStillBusy(Exception):
     """The runner kept running a job for the whole unregister timeout; its pod was left running."""
+
+
+class RegistrationNotProvablyOurs(Exception):
+    """A registration of the runner's name might be running a job in its pod, yet is not provably its own."""
 
 
 class WaitTimedOut(Exception):
@@ -236,8 +241,8 @@ def _unregister(
             if found is None:
                 return
             if not owns(runner, found):
+                _leave_foreign(runner, found)
                 report.foreign = found
-                _leave_foreign(runner, found, github, clock, deadline, timeout)
                 return
             runner_id = int(found["id"])
         outcome = github.remove_runner(runner_id)
@@ -253,19 +258,24 @@ def _unregister(
         permits.acquire(runner.runner_name)
 
 
-def _leave_foreign(
-    runner: RunnerLocation, found: dict[str, Any], github: RunnerRegistry, clock: Clock, deadline: float, timeout: float
-) -> None:
-    """Never removed: it may be another stack's. While it is busy our pod is not touched either, since a runner
-    made before ownership labels cannot be told from another's (its job might be running in our pod)."""
+def _leave_foreign(runner: RunnerLocation, found: dict[str, Any]) -> None:
+    """Never removed: it may be another stack's. A runner made with an ownership label registers only with it,
+    so its pod runs no other registration and may go. One made before ownership labels cannot be told from
+    another's (its pod might be running that registration's job): its pod is left alone, and the error says so."""
+    if runner.owner_label is None:
+        raise RegistrationNotProvablyOurs(
+            f"runner {runner.runner_name}: GitHub lists a registration of its name (id {found['id']}, "
+            f"{found.get('status')}{', running a job' if found.get('busy') else ''}) that is not provably this "
+            f"runner's (it was made before ownership labels, or by another stack); its pod "
+            f"{runner.namespace}/{runner.pod_name} was left running and the resource stays in state. If that "
+            "registration is this runner's, remove it in GitHub once its job is done; then run the update again."
+        )
     log.warning(
         "runner name %s is registered (GitHub id %s) without this resource's ownership label: that "
-        "registration is not ours, and is left alone",
+        "registration is another's, and is left alone",
         runner.runner_name,
         found["id"],
     )
-    if found.get("busy"):
-        _wait_until_idle(runner, int(found["id"]), github, clock, deadline, timeout, "the listing says busy")
 
 
 def _wait_until_idle(
@@ -275,16 +285,14 @@ def _wait_until_idle(
     clock: Clock,
     deadline: float,
     timeout: float,
-    why: str = "RemoveRunner answered 422",
 ) -> None:
     """Until the listing shows the runner idle (or gone): a page of it costs 1 point for up to 100 runners and
     is shared by every runner waited on, where asking RemoveRunner again costs 5 for each. RemoveRunner, asked
     again afterwards, stays the guard: a job that starts in between gets another 422."""
     log.info(
-        "runner %s is running a job (%s); its pod is left alone until the job ends "
+        "runner %s is running a job (RemoveRunner answered 422); its pod is left alone until the job ends "
         "(at most %.0f s more, of unregister_timeout_seconds %.0f s)",
         runner.runner_name,
-        why,
         max(deadline - clock.monotonic(), 0.0),
         timeout,
     )

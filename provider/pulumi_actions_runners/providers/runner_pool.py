@@ -24,7 +24,7 @@ from pulumi.dynamic import (
 from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
-from ..kube_client import ENDED_PHASES, describe, pod_phase
+from ..kube_client import ENDED_PHASES, PodAlreadyExists, describe, pod_phase
 from ..logs import log_to_stderr
 from ..manifests import POOL_LABEL, TERMINATION_GRACE_SECONDS
 from ..pool import PoolResult, PoolRunner, PoolSpec, PoolTimeouts, reconcile_pool, tear_down_pool
@@ -78,7 +78,9 @@ class RunnerPoolProvider(ResourceProvider):
         return CreateResult(f"{props['namespace']}/{props['pool_name']}", _reconcile(props, []))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(_reconcile(news, [_pool_runner(r) for r in olds.get("runners") or []]))
+        # The owner its runners were made with stays (a renamed stack keeps its registrations).
+        props = {**news, "owner": olds.get("owner") or news.get("owner")}
+        return UpdateResult(_reconcile(props, [_pool_runner(r) for r in olds.get("runners") or []]))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         with connect(props) as clients:
@@ -135,8 +137,8 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, An
         with connect(props) as clients:
             spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, _timeouts(props))
-    except RunnerNameTaken:
-        raise
+    except (RunnerNameTaken, PodAlreadyExists):
+        raise  # raised before anything was touched: another's runners hold the names
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
