@@ -249,7 +249,7 @@ def _unregister(
         if outcome is RemoveOutcome.REMOVED:
             return
         if outcome is RemoveOutcome.NOT_FOUND:
-            # The id in state may be an older registration: config.sh --replace gives a new one under the name.
+            # The id in state may be gone while the name is registered again (removed by hand, registered anew).
             runner_id = None
             continue
         report.busy_answers += 1
