@@ -6,18 +6,19 @@ Nothing here is kept on a provider object, which Pulumi pickles into the state; 
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .credentials import github_credential
 from .github_client import GitHubClient, JitConfig, RemoveOutcome
 from .github_url import parse_github_url
 from .kube_client import KubeClient
-from .redaction import remember
-from .registration_tokens import FreshTokens, shared_fresh_tokens
-from .registrations import RunnerDirectory, shared_directory
+from .registration_tokens import FreshTokens
+from .registrations import RunnerDirectory
 
 
 class SharedRunners:
@@ -46,9 +47,7 @@ class SharedRunners:
         return self._github.remove_runner(runner_id)
 
     def generate_jitconfig(self, name: str, labels: Sequence[str]) -> JitConfig:
-        jit = self._github.generate_jitconfig(name, labels)
-        remember(jit.encoded_jit_config)  # a credential of its runner: scrubbed from every message from now on
-        return jit
+        return self._github.generate_jitconfig(name, labels)
 
 
 @dataclass
@@ -59,11 +58,30 @@ class Connections:
     fresh_tokens: FreshTokens  # registration tokens this process got for the scope, shared by its starts
 
 
+@dataclass
+class _ScopeShared:
+    """What every call of this process shares for one runner scope and credential: what one credential may
+    list, it lists once, and a fresh registration token serves every start."""
+
+    directory: RunnerDirectory = field(default_factory=RunnerDirectory)
+    fresh_tokens: FreshTokens = field(default_factory=FreshTokens)
+
+
+_per_scope: dict[tuple[str, str, str], _ScopeShared] = {}
+_per_scope_lock = threading.Lock()
+
+
+def _shared_for(api_url: str, runners_path: str, credential: str) -> _ScopeShared:
+    """Keyed by a hash of the credential: the registry never holds the credential itself."""
+    key = (api_url, runners_path, hashlib.sha256(credential.encode()).hexdigest())
+    with _per_scope_lock:
+        return _per_scope.setdefault(key, _ScopeShared())
+
+
 @contextmanager
 def connect(props: dict[str, Any]) -> Iterator[Connections]:
     target = parse_github_url(props["github_url"])
     credential = github_credential(props.get("github_token"))
-    directory = shared_directory(target.api_url, target.runners_path, credential)
-    fresh_tokens = shared_fresh_tokens(target.api_url, target.runners_path, credential)
+    shared = _shared_for(target.api_url, target.runners_path, credential)
     with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
-        yield Connections(github, SharedRunners(github, directory), kube, fresh_tokens)
+        yield Connections(github, SharedRunners(github, shared.directory), kube, shared.fresh_tokens)

@@ -22,6 +22,7 @@ from urllib3.util.retry import Retry
 
 from .github_budget import MAX_IN_FLIGHT, GitHubBudget, RateLimitWaitTooLong, shared_budget
 from .github_url import GitHubTarget
+from .redaction import remember
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class GitHubClient:
     ) -> None:
         """``budget`` defaults to the process's one budget for this GitHub and credential (`shared_budget`);
         ``max_rate_limit_wait`` bounds what one call may wait for it, rate-limit pauses included."""
+        remember(credential)
         self.target = target
         self._timeout = timeout
         self._max_rate_limit_wait = max_rate_limit_wait
@@ -128,6 +130,7 @@ class GitHubClient:
 
     def create_registration_token(self) -> RegistrationGrant:
         body = self._expect(201, "POST", f"{self.target.runners_path}/registration-token").json()
+        remember(body["token"])  # every credential GitHub hands out is scrubbed from every message from now on
         return RegistrationGrant(token=body["token"], expires_at=body["expires_at"])
 
     def generate_jitconfig(
@@ -141,6 +144,7 @@ class GitHubClient:
         if response.status_code == 409:
             raise RunnerNameTaken("POST", path, 409, _message(response))
         answer = self._check(201, response, "POST", path).json()
+        remember(answer["encoded_jit_config"])
         return JitConfig(runner_id=int(answer["runner"]["id"]), encoded_jit_config=answer["encoded_jit_config"])
 
     def list_runners(self, name: str | None = None) -> Iterator[dict[str, Any]]:

@@ -143,6 +143,11 @@ def pod_stuck(pod: client.V1Pod) -> str | None:
     return None
 
 
+def pod_live(pod: client.V1Pod) -> bool:
+    """A pod whose runner runs (or will): not ended, stuck or terminating."""
+    return not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
+
+
 def pod_phase(pod: client.V1Pod | None) -> str:
     """What a refresh records of a runner's pod: its phase, "Gone", or the reason it is stuck."""
     if pod is None:

@@ -36,10 +36,12 @@ from typing import Any, Protocol
 
 from .clock import Clock
 from .github_budget import content_creating_seconds
-from .kube_client import PodAlreadyExists, describe, pod_finished, pod_stuck
+from .github_client import PAGE_SIZE
+from .kube_client import PodAlreadyExists, describe, pod_live
 from .logs import POOL_THREAD_PREFIX
 from .manifests import POOL_LABEL, RunnerSpec, made_by
 from .registration_tokens import StartTokens
+from .registrations import by_preferred_name
 from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, start_runner
 from .teardown import (
     BUSY_POLL_FIRST_SECONDS,
@@ -55,7 +57,6 @@ from .teardown import (
 
 log = logging.getLogger(__name__)
 
-PAGE_SIZE = 100  # runners in one page of GitHub's listing
 JIT_PACE_WORTH_SAYING_SECONDS = 300.0
 MAX_PARALLEL_RUNNERS = 512  # threads mostly asleep (grace periods, polls); the API budget paces the calls
 
@@ -239,7 +240,7 @@ def reconcile_pool(
     ended = {name for name in runners if name not in live}
     result = PoolResult(runners=[])
 
-    _check_names_ours(pool, _new_names(spec, runners, spec.replicas - len(runners)))
+    ours = _check_names_ours(pool, _new_names(spec, runners, spec.replicas - len(runners)))
     left_alone: set[str] = set()
     if len(runners) > spec.replicas:
         left_alone = _scale_down(pool, runners, ended, len(runners) - spec.replicas, result)
@@ -270,7 +271,7 @@ def reconcile_pool(
 
     def run(item: tuple[Work, str, PoolRunner | None]) -> tuple[PoolRunner | None, str | None]:
         _kind, name, old = item
-        return _replace(pool, name, old, rollout, rotating=item[0] is Work.ROTATE)
+        return _replace(pool, name, old, rollout, rotating=item[0] is Work.ROTATE, ours=ours.get(name))
 
     def failed(item: tuple[Work, str, PoolRunner | None], error: Exception) -> tuple[PoolRunner | None, str]:
         _kind, name, old = item  # its work never ran to an end: whatever it had stays, to be looked at again
@@ -359,10 +360,11 @@ def _delete_orphan_secrets(pool: _Pool, keep: set[str]) -> None:
 
 
 def _replace(
-    pool: _Pool, name: str, old: PoolRunner | None, rollout: Rollout, *, rotating: bool
+    pool: _Pool, name: str, old: PoolRunner | None, rollout: Rollout, *, rotating: bool, ours: dict[str, Any] | None
 ) -> tuple[PoolRunner | None, str | None]:
     """Take ``old`` down (if any) and start ``name``; returns what exists afterwards and what went wrong. Only a
-    rotating runner (in service until unregistered) takes a permit; a start that fails halts the rollout."""
+    rotating runner (in service until unregistered) takes a permit; a start that fails halts the rollout.
+    ``ours``: a new name's registration that the pool's check found to be its own."""
     held = _Held(rollout if rotating else NO_LIMIT)
     try:
         if old is not None:
@@ -390,7 +392,8 @@ def _replace(
                 pool.clock,
                 pool.start_timeouts(),
                 pod_known_gone=old is not None,
-                name_ours=old is not None,  # its registration was just removed by the id in state
+                name_checked=True,  # a teardown removed its registration by the id in state, or the pool's check
+                ours=ours,
             )
         except Exception as error:
             rollout.halt(f"{name} failed to start: {describe(error)}")
@@ -462,13 +465,14 @@ def _scale_down(
     return set(failed) | {runner.name for runner in waiting[:short]}  # the other busy ones are not surplus
 
 
-def _check_names_ours(pool: _Pool, names: list[str]) -> None:
-    """RunnerNameTaken, before anything is touched, if a runner this pool does not own holds any of the names."""
-    if names:
-        registered = _registered(pool.github, names)
-        foreign = [r for r in registered if not owns(RunnerLocation.of(pool.spec.runner(r["name"]), None), r)]
-        if foreign:
-            raise RunnerNameTaken(pool.spec.template, sorted(foreign, key=lambda r: r["name"]))
+def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The registrations of the names that are this pool's own; RunnerNameTaken, before anything is touched, if
+    a runner this pool does not own holds any of them."""
+    registered = _registered(pool.github, names) if names else []
+    foreign = [r for r in registered if not owns(RunnerLocation.of(pool.spec.runner(r["name"]), None), r)]
+    if foreign:
+        raise RunnerNameTaken(pool.spec.template, sorted(foreign, key=lambda r: r["name"]))
+    return by_preferred_name(registered)
 
 
 def _registered(github: PoolGitHub, names: list[str]) -> list[dict[str, Any]]:
@@ -499,11 +503,7 @@ def _live_pods(pool: _Pool, *, others_fail: bool = True) -> dict[str, Any]:
             f"pool_name {pool.spec.name!r}: pods {', '.join(theirs)} in namespace {namespace} belong to another "
             "resource's pool of that name (another stack's); nothing was touched. Choose another pool_name."
         )
-    return {
-        pod.metadata.name: pod
-        for pod in pods
-        if not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
-    }
+    return {pod.metadata.name: pod for pod in pods if pod_live(pod)}
 
 
 def _pod_left(pool: _Pool, spec: RunnerSpec) -> bool:

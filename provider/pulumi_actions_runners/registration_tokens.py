@@ -12,7 +12,6 @@ the fresh one. A token whose expiry the program did not pass along (``registrati
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from typing import Protocol
 
 from .clock import Clock
 from .github_client import RegistrationGrant
-from .redaction import remember
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +57,6 @@ class FreshTokens:
         with self._lock:  # one request for hundreds of starts that need one at once
             if self._token is None or self._expires - clock.time() < seconds:
                 grant = minter.create_registration_token()
-                remember(grant.token)  # a credential: scrubbed from every message from now on
                 self._token, self._expires = grant.token, expiry_seconds(grant.expires_at)
                 log.info(
                     "runners start with a fresh registration token from GitHub (it expires at %s): the given one "
@@ -88,13 +85,3 @@ class StartTokens:
             return self.given
         why = "its expiry is unknown" if left is None else f"it expires in {max(left, 0):.0f} s"
         return self.fresh.valid_for(self.needed_seconds, self.minter, self.clock, why)
-
-
-_shared: dict[tuple[str, str, str], FreshTokens] = {}
-_shared_lock = threading.Lock()
-
-
-def shared_fresh_tokens(api_url: str, runners_path: str, credential: str) -> FreshTokens:
-    key = (api_url, runners_path, hashlib.sha256(credential.encode()).hexdigest())
-    with _shared_lock:
-        return _shared.setdefault(key, FreshTokens())

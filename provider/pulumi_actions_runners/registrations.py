@@ -23,7 +23,6 @@ read; that is why a lookup whose "none" may let a pod go asks by name, never fro
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
 import math
 import threading
@@ -373,14 +372,3 @@ def by_preferred_name(runners: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
     for runner in runners:
         found[runner["name"]] = preferred([found.get(runner["name"]), runner], runner["name"])
     return found
-
-
-_directories: dict[tuple[str, str, str], RunnerDirectory] = {}
-_directories_lock = threading.Lock()
-
-
-def shared_directory(api_url: str, runners_path: str, credential: str) -> RunnerDirectory:
-    """One directory per scope and credential in this process (what one credential may list, it lists once)."""
-    key = (api_url, runners_path, hashlib.sha256(credential.encode()).hexdigest())
-    with _directories_lock:
-        return _directories.setdefault(key, RunnerDirectory())

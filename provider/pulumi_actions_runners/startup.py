@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import JitConfig
 from .github_client import RunnerNameTaken as GitHubNameTaken
-from .kube_client import PodAlreadyExists, pod_finished, pod_stuck
+from .kube_client import PodAlreadyExists, pod_finished, pod_live, pod_stuck
 from .logs import ROUTINE
 from .manifests import (
     POOL_LABEL,
@@ -105,18 +105,20 @@ def start_runner(
     timeouts: StartTimeouts,
     *,
     pod_known_gone: bool = False,
-    name_ours: bool = False,
+    name_checked: bool = False,
+    ours: dict[str, Any] | None = None,
 ) -> int:
     """Returns the id GitHub gave the runner. ``tokens`` is None for a just-in-time runner; ``pod_known_gone``
-    after a teardown has just seen the pod of this name go; ``name_ours`` when that teardown has just removed
-    the registration of the name by the id in state, so that it need not be looked up again."""
+    after a teardown has just seen the pod of this name go; ``name_checked`` when the caller has made sure that
+    the name is free (a teardown has just removed its registration by the id in state) or ``ours``."""
     existing = None if pod_known_gone else pods.read_pod(spec.namespace, spec.pod_name)
     if _in_the_way(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
-    ours = None if name_ours else check_name_ours(spec, github)
+    if not name_checked:
+        ours = check_name_ours(spec, github)
     jit: JitConfig | None = None
     try:
-        if existing is not None and _is_live(existing):
+        if existing is not None and pod_live(existing):
             # This very token (or a just-in-time pod of this name): adopted, as after a crash of an earlier Create.
             log.info("pod %s/%s already exists with this token; adopting it", spec.namespace, spec.pod_name)
             return _wait_registered(spec, None, github, pods, clock, timeouts.register_timeout_seconds)
@@ -183,10 +185,6 @@ def _jit_config(spec: RunnerSpec, github: JitRegistry, clock: Clock, unregister_
     return github.generate_jitconfig(spec.runner_name, labels)
 
 
-def _is_live(pod: Any) -> bool:
-    return not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
-
-
 def _is_ours(spec: RunnerSpec, pod: Any) -> bool:
     """A pod this resource made under the name (a pool's pods carry the pool's label, a lone runner's none)."""
     labels = pod.metadata.labels or {}
@@ -204,7 +202,7 @@ def _in_the_way(spec: RunnerSpec, pod: Any) -> bool:
     """A pod of the name that is not this runner's: a live one of another token, or any of another resource."""
     if pod is None:
         return False
-    return not _is_ours(spec, pod) or (_is_live(pod) and not _is_this_runners(spec, pod))
+    return not _is_ours(spec, pod) or (pod_live(pod) and not _is_this_runners(spec, pod))
 
 
 def _pod_in_the_way(spec: RunnerSpec) -> PodAlreadyExists:

@@ -21,7 +21,7 @@ from ..credentials import github_credential, token_hash
 from ..github_client import GitHubClient
 from ..github_url import parse_github_url
 from ..logs import log_to_stderr
-from ..redaction import remember, scrubbed_provider
+from ..redaction import scrubbed_provider
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
@@ -53,7 +53,6 @@ class RegistrationTokenProvider(ResourceProvider):
         target = parse_github_url(props["github_url"])
         with GitHubClient(target, github_credential(props.get("github_token"))) as github:
             grant = github.create_registration_token()
-        remember(grant.token)
         outs = {
             **_settings(props),
             "token": grant.token,

@@ -34,7 +34,7 @@ from ..runner_inputs import (
     stored,
 )
 from ..startup import StartTimeouts, start_runner
-from ..teardown import RunnerLocation, TeardownTimeouts, tear_down_runner
+from ..teardown import RunnerLocation, TeardownTimeouts, owns, tear_down_runner
 
 RUNNER_RULES: dict[str, validation.Rule] = {**RULES, "runner_name": validation.dns_label}
 # A new registration means a new pod: these force a replacement (the pod is recreated with them).
@@ -126,8 +126,7 @@ def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any]
     if runner is not None:
         return runner
     found = github.find_runner(props["runner_name"])
-    label = owner_label(props["owner"]) if props.get("owner") else None
-    return found if found is not None and label in {x["name"] for x in found.get("labels") or ()} else None
+    return found if found is not None and owns(_location(props), found) else None
 
 
 def _location(props: dict[str, Any]) -> RunnerLocation:
