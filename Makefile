@@ -1,9 +1,10 @@
-# `make demo` and `make test` are the two commands of the README; both set up .venv and the pulumi CLI first.
+# `make demo` and `make test` are the two commands of the README; both set up .venv and the tools below first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The pulumi CLI and its Python host: found on PATH, or built once from Go modules into a cache (tools/pulumi).
-CLI := tools/pulumi/build.sh
+# The pulumi CLI, kube-apiserver with etcd, and pulumi-resource-kubernetes: each found, or built once from Go
+# modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
+TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
 .PHONY: setup demo test lint bench clean
 
@@ -15,19 +16,18 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt provid
 	touch $@
 
 demo: setup
-	$(BIN)/python -m actions_runners_simulator demo  # builds or finds the CLI itself
+	$(BIN)/python -m actions_runners_simulator demo  # finds or builds the tools itself
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	cd tools/pulumi && gofmt -l . | (! grep .) && go vet ./language-python
+	gofmt -l tools | (! grep .) && cd tools/pulumi && go vet ./language-python
 
 test: lint
-	cli=$$($(CLI)) && PULUMI_CLI_DIR="$$cli" $(BIN)/python -m pytest
+	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest
 
 bench: setup
-	$(BIN)/python bench/replace.py
-	$(BIN)/python bench/rotation.py
+	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

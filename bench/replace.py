@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def rotate(runners: int, grace: float) -> dict[str, float]:
-    with Simulator(token_lifetime=2000) as sim:
+    with Simulator(token_lifetime=2000, fault_proxy=False) as sim:
         config = sim.stack_config(runners=runners, grace_period_seconds=grace)
         with MiniEngine(ROOT, config=config, secret_config={"githubToken": sim.credential}) as engine:
             engine.up()
@@ -58,7 +58,7 @@ def rotate(runners: int, grace: float) -> dict[str, float]:
 
 
 def pod_termination_seconds(sim: Simulator, since: float) -> float:
-    """Mean time from a runner pod's deletion request to its removal, from the Kubernetes double's events."""
+    """Mean time from a runner pod's deletion (seen by the kubelet stand-in) to its removal by the API server."""
     deleting: dict[str, float] = {}
     durations = []
     for event in sim.kube.events():

@@ -1,9 +1,8 @@
-"""Shared fixtures: the simulator (GitHub and Kubernetes doubles on loopback) and the engine stand-in."""
+"""Shared fixtures: the simulator (the GitHub double and a real Kubernetes API server on loopback, one per session)
+and the engine stand-in."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from actions_runners_simulator.engine import MiniEngine
+from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
+from actions_runners_simulator.tools import tool_dirs
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM_DIR = ROOT / "programs" / "runners"
@@ -20,17 +21,27 @@ PROGRAM_DIR = ROOT / "programs" / "runners"
 @pytest.fixture(scope="session")
 def cli_dir() -> Path:
     """The folder with pulumi and its Python host: PULUMI_CLI_DIR, or what build.sh builds (cached) or finds."""
-    if os.environ.get("PULUMI_CLI_DIR"):
-        return Path(os.environ["PULUMI_CLI_DIR"])
-    built = subprocess.run([str(ROOT / "tools" / "pulumi" / "build.sh")], capture_output=True, text=True, check=False)
-    if built.returncode != 0:
-        pytest.fail(f"tools/pulumi/build.sh failed:\n{built.stderr}")
-    return Path(built.stdout.strip())
+    return tool_dirs("pulumi")["pulumi"]
+
+
+@pytest.fixture(scope="session")
+def plugin_dir() -> Path:
+    """The folder with pulumi-resource-kubernetes, for programs/runners' own Namespace."""
+    return tool_dirs("pulumi-kubernetes")["pulumi-kubernetes"]
+
+
+@pytest.fixture(scope="session")
+def kube_api_server() -> Iterator[KubeApiServer]:
+    """One real API server for the session (it takes seconds to start); each simulator resets it at its end."""
+    with KubeApiServer(tool_dirs("kube")["kube"]) as server:
+        yield server
 
 
 @pytest.fixture
-def sim() -> Iterator[Simulator]:
-    with Simulator(token_lifetime=2000, schedule_delay=0.05, boot_seconds=0.02, stop_seconds=0.02) as simulator:
+def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+    with Simulator(
+        token_lifetime=2000, schedule_delay=0.05, boot_seconds=0.02, stop_seconds=0.02, api_server=kube_api_server
+    ) as simulator:
         yield simulator
 
 

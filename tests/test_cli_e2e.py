@@ -1,4 +1,5 @@
-"""The real pulumi CLI (built by tools/pulumi/build.sh) against the loopback doubles: preview, up, refresh, destroy."""
+"""The real pulumi CLI (built by tools/pulumi/build.sh) on the simulator, programs/runners whole: its Namespace
+through pulumi_kubernetes' own plugin (tools/pulumi-kubernetes), then preview, up, refresh, destroy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
 from tests.conftest import ROOT, wait_until
@@ -18,10 +20,24 @@ RUNNERS = ("runner-0", "runner-1")
 
 
 @pytest.fixture
-def stack(cli_dir: Path, sim: Simulator) -> Iterator[PulumiWorkspace]:
-    with PulumiWorkspace(ROOT, cli_dir) as workspace:
+def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+    """The program makes its namespace itself: the simulator makes none."""
+    with Simulator(
+        token_lifetime=2000,
+        schedule_delay=0.05,
+        boot_seconds=0.02,
+        stop_seconds=0.02,
+        namespaces=(),
+        api_server=kube_api_server,
+    ) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def stack(cli_dir: Path, plugin_dir: Path, sim: Simulator) -> Iterator[PulumiWorkspace]:
+    with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as workspace:
         workspace.new_stack(
-            config=sim.stack_config(runners=len(RUNNERS), grace_period_seconds=1),
+            config=sim.stack_config(runners=len(RUNNERS), grace_period_seconds=1, create_namespace=True),
             secrets={"githubToken": sim.credential},
         )
         yield workspace
@@ -37,7 +53,8 @@ def runner_names(state: dict) -> dict[str, dict]:
 
 def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiWorkspace, sim: Simulator) -> None:
     up = stack.run("up", "--yes")
-    assert "4 created" in up.stdout, up.stdout  # the stack, the token, two runners
+    assert "6 created" in up.stdout, up.stdout  # the stack, the cluster's provider and namespace, the token, 2 runners
+    assert "warning" not in up.stdout, up.stdout  # the plugin is the version the SDK asks for, not one from PATH
     online = [r for r in sim.github.runners() if r["status"] == "online"]
     assert len(online) == len(RUNNERS)
     outputs = runner_names(json.loads(stack.run("stack", "export").stdout))
@@ -60,7 +77,10 @@ def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiW
     assert set(RUNNERS) <= set(replaced), steps
     for name in RUNNERS:
         assert "token_hash" in replaced[name].get("replaceReasons", []), replaced[name]
-    assert len(sim.github.calls()) == github_calls and len(sim.kube.requests()) == kube_requests
+    assert len(sim.github.calls()) == github_calls
+    # pulumi_kubernetes' preview reads the API's discovery documents; nothing reads or writes a runner.
+    runner_requests = [r for r in sim.kube.requests()[kube_requests:] if re.search(r"/(pods|secrets)\b", r[1])]
+    assert runner_requests == [], sim.kube.requests()[kube_requests:]
 
     # up replaces them safely: the busy runner keeps its pod until its job is done, then the grace period.
     busy = outputs["runner-0"]
@@ -93,7 +113,7 @@ def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiW
     assert sim.kube.pod(NAMESPACE, busy["pod_name"]) is not None
 
     stack.run("destroy", "--yes")
-    assert sim.kube.pods(NAMESPACE) == [] and sim.kube.secrets(NAMESPACE) == []
+    assert NAMESPACE not in [n["metadata"]["name"] for n in sim.kube.namespaces()]  # its pods and Secrets with it
     assert sim.github.runners() == []
 
 
@@ -110,10 +130,11 @@ def test_bad_config_is_a_check_failure_naming_the_property(stack: PulumiWorkspac
 
 
 def test_a_pool_rotates_in_one_update_and_a_failed_update_fails_up_with_the_state_kept(
-    cli_dir: Path, sim: Simulator
+    cli_dir: Path, plugin_dir: Path, sim: Simulator
 ) -> None:
-    with PulumiWorkspace(ROOT, cli_dir) as stack:
-        config = sim.stack_config(runners=3, grace_period_seconds=1, pool=True) | {"maxUnavailable": "100%"}
+    with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack:
+        config = sim.stack_config(runners=3, grace_period_seconds=1, pool=True, create_namespace=True)
+        config |= {"maxUnavailable": "100%"}
         stack.new_stack(config=config, secrets={"githubToken": sim.credential})
         stack.run("up", "--yes")
         before = pool_outputs(stack)

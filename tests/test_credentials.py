@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import ssl
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
 from actions_runners_simulator.simulator import Simulator
@@ -48,8 +50,16 @@ class EchoingProxy:
     an error quoting the request's headers and body (a Kubernetes Status from an admission webhook, or GitHub's
     error shape), as some proxies and webhooks do. ``refused`` records them, so a test knows what was quoted."""
 
-    def __init__(self, upstream: str, refuse: Callable[[str, str], bool], *, kubernetes: bool = False) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        refuse: Callable[[str, str], bool],
+        *,
+        kubernetes: bool = False,
+        ca_file: Path | None = None,
+    ) -> None:
         self.upstream = urlsplit(upstream)
+        self.tls = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
         self.refuse = refuse
         self.kubernetes = kubernetes
         self.refused: list[dict[str, Any]] = []
@@ -78,7 +88,11 @@ class EchoingProxy:
             else:
                 reply = {"message": f"request refused by the proxy: {quoted}"}
             return 400, {"Content-Type": "application/json"}, json.dumps(reply).encode()
-        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        connection = (
+            http.client.HTTPSConnection(self.upstream.hostname, self.upstream.port, timeout=30, context=self.tls)
+            if self.tls
+            else http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        )
         try:
             connection.request(method, path, body=body or None, headers=headers)
             response = connection.getresponse()
@@ -139,17 +153,21 @@ def github_proxy(sim: Simulator) -> Iterator[EchoingProxy]:
 def webhook(sim: Simulator) -> Iterator[EchoingProxy]:
     """The Kubernetes API with an admission webhook that refuses every new Secret, quoting it."""
     proxy = EchoingProxy(
-        sim.kube.url, lambda method, path: method == "POST" and path.split("?")[0].endswith("/secrets"), kubernetes=True
+        sim.kube.url,
+        lambda method, path: method == "POST" and path.split("?")[0].endswith("/secrets"),
+        kubernetes=True,
+        ca_file=sim.kube.api_server.ca_file,
     )
     yield proxy
     proxy.close()
 
 
 def kubeconfig_through(sim: Simulator, proxy: EchoingProxy) -> Path:
-    config = json.loads(Path(sim.kubeconfig).read_text())
-    config["clusters"][0]["cluster"]["server"] = proxy.url
+    """The simulator's kubeconfig with the (plain HTTP) proxy as its server."""
+    config = yaml.safe_load(Path(sim.kubeconfig).read_text())
+    config["clusters"][0]["cluster"] = {"server": proxy.url}
     path = sim.workdir / "kubeconfig-through-webhook"
-    path.write_text(json.dumps(config))
+    path.write_text(yaml.safe_dump(config))
     return path
 
 

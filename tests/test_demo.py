@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 
 from actions_runners_simulator.demo import HeldJob, SimulatorProcess, judge, pod_problem, timeline
+from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace
 from tests.conftest import ROOT, wait_until
 
@@ -161,13 +163,22 @@ def test_a_persistent_runner_unregistered_is_not_said_to_be_ephemeral() -> None:
 
 
 def test_the_simulator_process_reports_what_it_saw() -> None:
-    simulator = SimulatorProcess()
+    simulator = SimulatorProcess(tool_dirs("kube")["kube"])
     try:
-        report = simulator.report()
-        assert report["jobs_killed"] == []
-        assert {"type": "namespace_created", "name": "actions-runners"} in [
-            {"type": event["type"], "name": event["name"]} for event in report["kube_events"]
-        ]
+        with config.new_client_from_config(config_file=simulator.info["kubeconfig"], persist_config=False) as api:
+            core = client.CoreV1Api(api)
+            core.create_namespace({"metadata": {"name": simulator.info["namespace"]}})
+            pod = {"metadata": {"name": "probe"}, "spec": {"containers": [{"name": "idle", "image": "busybox"}]}}
+            core.create_namespaced_pod(simulator.info["namespace"], pod)
+        seen = wait_until(
+            lambda: (
+                {e["type"] for e in simulator.report()["kube_events"] if e["name"] == "probe"}
+                >= {"pod_scheduled", "container_started"}
+            ),
+            "the pod to start",
+        )
+        assert seen
+        assert simulator.report()["jobs_killed"] == []
         assert simulator.job("jobs", "nobody").status_code == 409
         assert simulator.job("jobs/finish", "nobody").status_code == 409
     finally:

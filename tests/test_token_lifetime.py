@@ -19,9 +19,15 @@ TOKEN_SECONDS = 3.0
 
 
 @pytest.fixture
-def short_lived() -> Iterator[Simulator]:
+def short_lived(kube_api_server) -> Iterator[Simulator]:
     """GitHub's tokens live TOKEN_SECONDS here instead of an hour."""
-    with Simulator(token_lifetime=TOKEN_SECONDS, schedule_delay=0.05, boot_seconds=0.02, stop_seconds=0.02) as sim:
+    with Simulator(
+        token_lifetime=TOKEN_SECONDS,
+        schedule_delay=0.05,
+        boot_seconds=0.02,
+        stop_seconds=0.02,
+        api_server=kube_api_server,
+    ) as sim:
         yield sim
 
 

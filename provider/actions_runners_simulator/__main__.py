@@ -1,5 +1,6 @@
-"""``python -m actions_runners_simulator``: ``demo`` runs the guided tour; ``serve`` keeps the doubles up (and
-answers ``report`` on stdin, and at exit, with what it saw: see `report`)."""
+"""``python -m actions_runners_simulator``: ``demo`` runs the guided tour; ``serve`` keeps the simulator up (the
+GitHub double, a real Kubernetes API server with its kubelet stand-in) and answers ``report`` on stdin, and at
+exit, with what it saw: see `report`."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import threading
 
 from . import demo
 from .simulator import Simulator
+from .tools import TOOLS, tool_dirs
 
 
 def report(sim: Simulator) -> str:
-    """What only the simulator saw, as one JSON line: the jobs lost to a stopped runner, and the Kubernetes
-    double's events, pods' lifecycles among them (``at`` on the machine's monotonic clock, as in the GitHub
+    """What only the simulator saw, as one JSON line: the jobs lost to a stopped runner, and the kubelet
+    stand-in's events, pods' lifecycles among them (``at`` on the machine's monotonic clock, as in the GitHub
     double's call log)."""
     return json.dumps({"jobs_killed": list(sim.runners.jobs_killed), "kube_events": sim.kube.events()})
 
@@ -28,16 +30,18 @@ def answer_reports(sim: Simulator) -> None:
             print(report(sim), flush=True)
 
 
-def serve(token_lifetime: float) -> int:
-    with Simulator(token_lifetime=token_lifetime) as sim:
+def serve(token_lifetime: float, namespace: str | None) -> int:
+    namespaces = (namespace,) if namespace else ()
+    with Simulator(token_lifetime=token_lifetime, namespaces=namespaces, fault_proxy=False) as sim:
         print(
             json.dumps(
                 {
                     "github_url": sim.repo_url,
                     "github_api_url": sim.github.api_url,
                     "github_token": sim.credential,
+                    "kube_api": sim.kube.url,
                     "kubeconfig": str(sim.kubeconfig),
-                    "namespace": "actions-runners",
+                    "namespace": namespace or sim.namespace,
                 }
             ),
             flush=True,
@@ -56,12 +60,23 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     tour = commands.add_parser("demo", help="with the pulumi CLI: create runners, preview a rotation, replace safely")
     tour.add_argument("--runners", type=int, default=3)
-    server = commands.add_parser("serve", help="run the GitHub and Kubernetes doubles until interrupted")
+    server = commands.add_parser("serve", help="run the simulated GitHub and Kubernetes until interrupted")
     server.add_argument("--token-lifetime", type=float, default=3600.0)
+    server.add_argument("--namespace", default="actions-runners", help="made at start, for the runners")
+    server.add_argument(
+        "--no-namespace", action="store_true", help="make none: the program makes it (programs/runners does)"
+    )
+    commands.add_parser(
+        "tools", help="find or build the pulumi CLI, kube-apiserver and pulumi-resource-kubernetes; print env lines"
+    )
     args = parser.parse_args(argv)
+    if args.command == "tools":
+        for name, folder in tool_dirs(*TOOLS).items():
+            print(f"{TOOLS[name][0]}={folder}")
+        return 0
     if args.command == "demo":
         return demo.run(runners=args.runners)
-    return serve(args.token_lifetime)
+    return serve(args.token_lifetime, None if args.no_namespace else args.namespace)
 
 
 if __name__ == "__main__":

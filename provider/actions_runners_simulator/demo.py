@@ -11,6 +11,7 @@ they show the busy runner unprotected (`judge`).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -24,10 +25,10 @@ from kubernetes import client, config
 
 from pulumi_actions_runners.manifests import RUNNER_LABEL
 
+from .tools import TOOLS, tool_dirs
 from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
-BUILD_CLI = PROJECT_DIR / "tools" / "pulumi" / "build.sh"
 GRACE_SECONDS = 2.0
 TOKEN_LIFETIME_SECONDS = 2400.0  # GitHub's tokens live an hour; 40 minutes let the tour skip the wait
 RENEW_BEFORE_SECONDS = 3000  # more than the token has left: it is due for renewal at once
@@ -35,7 +36,7 @@ FLEET_RUNNERS = 20
 REFUSAL_TIMEOUT_SECONDS = 120.0  # for the update to ask GitHub to remove the busy runner
 HOLD_AFTER_REFUSAL_SECONDS = 5.0  # the job stays held this long after the first 422, its pod watched throughout
 POLL_SECONDS = 0.25
-POD_DELETIONS = ("pod_terminating", "container_killed", "pod_removed")  # the Kubernetes double's event types
+POD_DELETIONS = ("pod_terminating", "container_killed", "pod_removed")  # the kubelet stand-in's event types
 Json = dict[str, Any]
 
 
@@ -125,13 +126,14 @@ class SimulatorProcess:
     """`python -m actions_runners_simulator serve` in a process of its own, as a user would run it, seen through
     its control endpoints, its Kubernetes API (the official client) and its reports."""
 
-    def __init__(self) -> None:
-        command = [sys.executable, "-m", "actions_runners_simulator", "serve"]
+    def __init__(self, kube_bin_dir: Path) -> None:
+        command = [sys.executable, "-m", "actions_runners_simulator", "serve", "--no-namespace"]
         self._process = subprocess.Popen(
             [*command, "--token-lifetime", str(TOKEN_LIFETIME_SECONDS)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env={**os.environ, TOOLS["kube"][0]: str(kube_bin_dir)},
         )
         self.info: Json = json.loads(self._readline())
         self.control = self.info["github_api_url"].removesuffix("/api/v3") + "/_simulator"
@@ -186,16 +188,17 @@ def banner(text: str) -> None:
 
 
 def run(runners: int = 3) -> int:
-    # build.sh prints the CLI's folder; its progress (a first, cold build takes minutes) goes to our stderr.
-    cli_dir = Path(subprocess.run([str(BUILD_CLI)], check=True, stdout=subprocess.PIPE, text=True).stdout.strip())
-    simulator = SimulatorProcess()
+    # The CLI, the API server and pulumi_kubernetes' plugin: found, or built at once (a first build takes minutes).
+    tools = tool_dirs("pulumi", "kube", "pulumi-kubernetes")
+    simulator = SimulatorProcess(tools["kube"])
     failure = None
     try:
         sim = simulator.info
-        print(f"Simulator: GitHub runner API at {sim['github_api_url']}, Kubernetes via {sim['kubeconfig']}")
-        with PulumiWorkspace(PROJECT_DIR, cli_dir) as stack:
+        print(f"Simulator: GitHub runner API at {sim['github_api_url']}, Kubernetes API server at {sim['kube_api']}")
+        plugin = tools["pulumi-kubernetes"]
+        with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], kubernetes_plugin_dir=plugin) as stack:
             tour(stack, simulator, runners)
-        with PulumiWorkspace(PROJECT_DIR, cli_dir, stack="fleet") as stack:
+        with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], stack="fleet", kubernetes_plugin_dir=plugin) as stack:
             fleet_tour(stack, simulator, FLEET_RUNNERS)
     except (DemoFailed, PulumiFailed) as error:
         failure = str(error)
@@ -216,7 +219,7 @@ def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) 
             "githubUrl": sim["github_url"],
             "kubeconfig": sim["kubeconfig"],
             "namespace": sim["namespace"],
-            "createNamespace": "false",  # the simulator's cluster has it; pulumi_kubernetes would need its plugin
+            "createNamespace": "true",  # by pulumi_kubernetes, with its own plugin
             "runners": str(runners),
             "gracePeriodSeconds": str(GRACE_SECONDS),
             **settings,

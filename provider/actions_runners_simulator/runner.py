@@ -1,12 +1,12 @@
 """The simulated runner: what the actions-runner image does inside a pod, enough to exercise the provider.
 
 It boots from the pod's environment as the runner image does (``ACTIONS_RUNNER_INPUT_TOKEN`` or
-``ACTIONS_RUNNER_INPUT_JITCONFIG`` resolved from the Secret by the Kubernetes double), registers with the
+``ACTIONS_RUNNER_INPUT_JITCONFIG`` resolved from the Secret by the kubelet stand-in), registers with the
 GitHub double as ``config.sh`` would or connects with its just-in-time config as ``run.sh --jitconfig`` does,
 takes jobs, and exits when its registration is removed. Like a real runner whose pod is deleted mid-job, or
 whose registration another ``config.sh --replace`` takes over, it loses its job if stopped while busy. Those
 losses are recorded in ``jobs_killed``: the number the provider must keep at zero. A refused registration
-ends the container with config.sh's error as its last log line, which the Kubernetes double turns into the
+ends the container with config.sh's error as its last log line, which the kubelet stand-in turns into the
 termination message.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .github_double import GitHubDouble, RegistrationRefused
-from .kube_double import PodProcess
+from .kubelet import PodProcess
 
 INPUT = "ACTIONS_RUNNER_INPUT_"  # the runner image's own convention for its command-line arguments
 
@@ -27,12 +27,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _RunnerProcess:
-    """One start of a runner container; ``lock`` keeps exit reported once however it comes about."""
+    """One start of a runner container; ``lock`` keeps exit reported once however it comes about, and orders a
+    registration against a SIGTERM that arrives while it is under way."""
 
     process: PodProcess
     runner_id: int | None = None
     busy: bool = False
     exited: bool = False
+    stopping: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def exit(self, code: int, message: str = "") -> None:
@@ -68,7 +70,7 @@ class _Listener:
 
 
 class SimulatedRunners:
-    """The container runtime of the Kubernetes double: every pod with runner env runs a simulated runner."""
+    """The container runtime of the kubelet stand-in: every container with runner env runs a simulated runner."""
 
     def __init__(self, github: GitHubDouble, *, boot_seconds: float = 0.05, stop_seconds: float = 0.05) -> None:
         self._github = github
@@ -80,28 +82,43 @@ class SimulatedRunners:
         self.registrations_refused: list[tuple[str, str]] = []
 
     def start(self, process: PodProcess) -> None:
+        """A container with a runner's environment runs a runner; any other (a sidecar) idles until stopped."""
+        if {f"{INPUT}JITCONFIG", f"{INPUT}URL"} <= process.env.keys():
+            boot = self._connect_jit
+        elif {f"{INPUT}NAME", f"{INPUT}TOKEN", f"{INPUT}URL"} <= process.env.keys():
+            boot = self._register
+        else:
+            return
         runner = _RunnerProcess(process)
         with self._lock:
             self._running[(process.namespace, process.name)] = runner
-        if {f"{INPUT}JITCONFIG", f"{INPUT}URL"} <= process.env.keys():
-            _after(self._boot_seconds, self._connect_jit, runner)
-        elif {f"{INPUT}NAME", f"{INPUT}TOKEN", f"{INPUT}URL"} <= process.env.keys():
-            _after(self._boot_seconds, self._register, runner)
+        _after(self._boot_seconds, boot, runner)
 
     def terminate(self, process: PodProcess) -> None:
+        key = (process.namespace, process.name)
         with self._lock:
-            runner = self._running.pop((process.namespace, process.name), None)
+            runner = self._running.get(key)
+            if runner is not None and runner.process is process:
+                del self._running[key]
+            else:
+                runner = None
         if runner is None:
-            process.exited(0)
+            _after(self._stop_seconds, process.exited, 0)
             return
+        with runner.lock:
+            runner.stopping = True
+            registered = runner.runner_id is not None and not runner.exited
+        self._lose_job_if_busy(runner)
+        if registered:
+            self._github.runner_offline(runner.runner_id)  # type: ignore[arg-type]
+        _after(self._stop_seconds, runner.exit, 0)
+
+    def _lose_job_if_busy(self, runner: _RunnerProcess) -> None:
         if runner.busy:
-            name = process.env.get(f"{INPUT}NAME", process.name)
+            name = runner.process.env.get(f"{INPUT}NAME", runner.process.name)
             log.error("runner %s stopped while running a job: the job is lost", name)
             self.jobs_killed.append(name)
             runner.busy = False  # lost once: a later takeover of its registration loses nothing more
-        if runner.runner_id is not None and not runner.exited:
-            self._github.runner_offline(runner.runner_id)
-        _after(self._stop_seconds, runner.exit, 0)
 
     def crash(self, namespace: str, pod_name: str, exit_code: int = 137) -> None:
         """The container dies (say, killed for memory): GitHub sees its runner offline; a persistent runner's pod
@@ -112,10 +129,21 @@ class SimulatedRunners:
             self._github.runner_offline(runner.runner_id)
         runner.exit(exit_code, "Killed")
 
+    def _booted(self, runner: _RunnerProcess, runner_id: int) -> None:
+        """A registration that completed after the container was told to stop goes offline with it at once."""
+        with runner.lock:
+            runner.runner_id = runner_id
+            stopped = runner.stopping
+        if stopped:
+            self._lose_job_if_busy(runner)
+            self._github.runner_offline(runner_id)
+
     def _register(self, runner: _RunnerProcess) -> None:
         env = runner.process.env
+        if runner.stopping:
+            return  # stopped before config.sh ran
         try:
-            runner.runner_id = self._github.register_runner(
+            runner_id = self._github.register_runner(
                 github_url=env[f"{INPUT}URL"],
                 token=env[f"{INPUT}TOKEN"],
                 name=env[f"{INPUT}NAME"],
@@ -127,12 +155,16 @@ class SimulatedRunners:
         except RegistrationRefused as refused:
             # config.sh fails and the container exits non-zero, as a real one does with an expired token.
             self._refused(runner, refused)
+            return
+        self._booted(runner, runner_id)
 
     def _connect_jit(self, runner: _RunnerProcess) -> None:
         """A just-in-time runner is registered already (ephemeral, named and labelled by GitHub): it only connects."""
         env = runner.process.env
+        if runner.stopping:
+            return  # stopped before run.sh connected
         try:
-            runner.runner_id = self._github.connect_jit_runner(
+            runner_id = self._github.connect_jit_runner(
                 github_url=env[f"{INPUT}URL"],
                 encoded_jit_config=env[f"{INPUT}JITCONFIG"],
                 listener=_Listener(runner, self.jobs_killed),
@@ -140,6 +172,8 @@ class SimulatedRunners:
         except RegistrationRefused as refused:
             # run.sh fails on a config used already or of a registration removed, and the container exits 1.
             self._refused(runner, refused)
+            return
+        self._booted(runner, runner_id)
 
     def _refused(self, runner: _RunnerProcess, refused: RegistrationRefused) -> None:
         """The refusal's message never quotes the credential, so it may be recorded and logged."""

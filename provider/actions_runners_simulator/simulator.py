@@ -1,16 +1,16 @@
-"""GitHub double, Kubernetes double and simulated runners, wired together as one local stand-in."""
+"""The GitHub double, a real Kubernetes API server with its kubelet stand-in, and simulated runners, wired
+together as one local stand-in."""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
-from kubernetes import client, config
-
 from pulumi_actions_runners.github_budget import WINDOW_ENV
 
+from .cluster import SimulatedCluster
 from .github_double import GitHubDouble
-from .kube_double import KubeDouble
+from .kube_apiserver import KubeApiServer
 from .runner import SimulatedRunners
 
 CREDENTIAL = "ghp_simulator"
@@ -30,9 +30,15 @@ class Simulator:
         namespaces: tuple[str, ...] = ("actions-runners",),
         workdir: str | Path | None = None,
         time_scale: float = 1.0,
+        api_server: KubeApiServer | None = None,
+        fault_proxy: bool = True,
     ) -> None:
-        """``time_scale`` shrinks GitHub's rate-limit minute and hour (the limits stay GitHub's), so that a
-        benchmark with grace periods scaled down by the same factor meets the budget as a real fleet would."""
+        """``namespaces`` are made at start (a program that makes its own namespace needs none); ``api_server``
+        is a running one to borrow (reset at stop), else the simulator starts its own. Without ``fault_proxy``
+        the kubeconfig points at the API server itself (no faults to stage, no request log: benchmarks, and
+        users trying the simulator). ``time_scale`` shrinks
+        GitHub's rate-limit minute and hour (the limits stay GitHub's), so that a benchmark with grace periods
+        scaled down by the same factor meets the budget as a real fleet would."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             token_lifetime=token_lifetime,
@@ -41,9 +47,15 @@ class Simulator:
         )
         self.provider_env = {WINDOW_ENV: str(60.0 / time_scale)}  # the provider paces itself to the same minute
         self.runners = SimulatedRunners(self.github, boot_seconds=boot_seconds, stop_seconds=stop_seconds)
-        self.kube = KubeDouble(self.runners, schedule_delay=schedule_delay)
+        self.kube = SimulatedCluster(
+            self.runners,
+            api_server=api_server,
+            namespaces=namespaces,
+            schedule_delay=schedule_delay,
+            fault_proxy=fault_proxy,
+        )
         self.credential = CREDENTIAL
-        self._namespaces = namespaces
+        self.namespace = namespaces[0] if namespaces else "actions-runners"
         self._tempdir = None if workdir else tempfile.TemporaryDirectory(prefix="actions-runners-sim-")
         self.workdir = Path(workdir or self._tempdir.name)  # type: ignore[union-attr]
 
@@ -52,14 +64,16 @@ class Simulator:
         """The config.sh ``--url`` of the simulated repository."""
         return f"{self.github.url}/{OWNER}/{REPOSITORY}"
 
-    def stack_config(self, *, runners: int, grace_period_seconds: float, pool: bool = False) -> dict[str, str]:
-        """The `pulumi config` of programs/runners for this simulator. Its namespace exists already, and the
-        program leaves the pulumi_kubernetes namespace out: that provider's plugin cannot be fetched here."""
+    def stack_config(
+        self, *, runners: int, grace_period_seconds: float, pool: bool = False, create_namespace: bool = False
+    ) -> dict[str, str]:
+        """The `pulumi config` of programs/runners for this simulator. With ``create_namespace`` the program makes
+        the namespace with pulumi_kubernetes (its plugin is on the CLI's PATH: tools/pulumi-kubernetes)."""
         return {
             "githubUrl": self.repo_url,
             "kubeconfig": str(self.kubeconfig),
-            "namespace": self._namespaces[0],
-            "createNamespace": "false",
+            "namespace": self.namespace,
+            "createNamespace": str(create_namespace).lower(),
             "runners": str(runners),
             "gracePeriodSeconds": str(grace_period_seconds),
             "tokenRefreshBeforeSeconds": "0",
@@ -68,19 +82,21 @@ class Simulator:
 
     def start(self) -> Simulator:
         self.github.start()
-        self.kube.start()
+        try:
+            self.kube.start()
+        except BaseException:
+            self.github.stop()
+            raise
         self.kubeconfig = self.kube.write_kubeconfig(self.workdir / "kubeconfig")
-        seed = config.new_client_from_config(config_file=str(self.kubeconfig), persist_config=False)
-        with seed:
-            for namespace in self._namespaces:
-                client.CoreV1Api(seed).create_namespace({"metadata": {"name": namespace}})
         return self
 
     def stop(self) -> None:
-        self.kube.stop()
-        self.github.stop()
-        if self._tempdir is not None:
-            self._tempdir.cleanup()
+        try:
+            self.kube.stop()
+        finally:
+            self.github.stop()
+            if self._tempdir is not None:
+                self._tempdir.cleanup()
 
     def __enter__(self) -> Simulator:
         return self.start()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib.resources
+import json
 import os
 import shutil
 import signal
@@ -73,7 +75,11 @@ class PulumiProcess:
 
 
 class PulumiWorkspace:
-    def __init__(self, project_dir: Path, cli_dir: Path, *, stack: str = "dev") -> None:
+    def __init__(
+        self, project_dir: Path, cli_dir: Path, *, stack: str = "dev", kubernetes_plugin_dir: Path | None = None
+    ) -> None:
+        """``kubernetes_plugin_dir`` holds pulumi-resource-kubernetes (tools/pulumi-kubernetes), installed here
+        as the version the pulumi_kubernetes SDK asks for, as `pulumi plugin install` would."""
         self.root = Path(tempfile.mkdtemp(prefix="pulumi-workspace-"))
         self.project = self.root / "project"
         self.stack = stack
@@ -92,6 +98,16 @@ class PulumiWorkspace:
             "NO_COLOR": "1",
         }
         (self.root / "state").mkdir()
+        if kubernetes_plugin_dir is not None:
+            self._install_plugin("kubernetes", kubernetes_plugin_dir)
+
+    def _install_plugin(self, name: str, binary_dir: Path) -> None:
+        """A link in PULUMI_HOME's plugin folder, named for the version the program's SDK asks for (its
+        pulumi-plugin.json), so the engine finds it offline without copying 170 MB into every workspace."""
+        wanted = json.loads((importlib.resources.files(f"pulumi_{name}") / "pulumi-plugin.json").read_text())
+        folder = self.root / "home" / "plugins" / f"resource-{name}-v{wanted['version']}"
+        folder.mkdir(parents=True)
+        (folder / f"pulumi-resource-{name}").symlink_to(binary_dir / f"pulumi-resource-{name}")
 
     def _copy_project(self, project_dir: Path) -> None:
         """The project's own Pulumi.yaml, as shipped, and its program."""

@@ -1,0 +1,189 @@
+"""The simulator's Kubernetes: the real API server, the kubelet stand-in, and the fault proxy the provider uses.
+
+``SimulatedCluster`` starts its own API server, or borrows a running one (the tests share one per session:
+starting it takes seconds). A borrowed server is reset when the cluster starts and when it stops: every
+namespace but the system ones and the cluster's own is deleted, and every pod and Secret in its own, so each
+user starts clean whatever the one before it left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .kube_apiserver import KubeApiServer
+from .kube_proxy import FaultProxy
+from .kubelet import ContainerRuntime, Kubelet
+from .tools import tool_dirs
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+RESET_TIMEOUT_SECONDS = 30.0
+
+
+class SimulatedCluster:
+    """``sim.kube``: what the provider talks to (through ``url``), and what tests read and stage."""
+
+    def __init__(
+        self,
+        runtime: ContainerRuntime,
+        *,
+        api_server: KubeApiServer | None = None,
+        namespaces: tuple[str, ...] = (),
+        schedule_delay: float = 0.1,
+        restart_backoff: float = 1.0,
+        fault_proxy: bool = True,
+    ) -> None:
+        self._runtime = runtime
+        self._with_proxy = fault_proxy
+        self._own_server = api_server is None
+        self._server = api_server
+        self._namespaces = namespaces
+        self._schedule_delay = schedule_delay
+        self._restart_backoff = restart_backoff
+        self._admin: client.ApiClient | None = None
+        self._kubelet: Kubelet | None = None
+        self._proxy: FaultProxy | None = None
+
+    def start(self) -> SimulatedCluster:
+        try:
+            if self._server is None:
+                self._server = KubeApiServer(tool_dirs("kube")["kube"]).start()
+            self._admin = self._server.admin_client()
+            self._core = client.CoreV1Api(self._admin)
+            if not self._own_server:
+                self._reset()
+            for namespace in self._namespaces:
+                with contextlib.suppress(ApiException):  # 409: kept from an earlier user of a shared server
+                    self._core.create_namespace({"metadata": {"name": namespace}})
+            self._kubelet = Kubelet(
+                self._server.admin_client(),
+                self._runtime,
+                schedule_delay=self._schedule_delay,
+                restart_backoff=self._restart_backoff,
+            ).start()
+            if self._with_proxy:
+                self._proxy = FaultProxy(self._server.url, self._server.ca_file, self._server.tls_files).start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Safe to call more than once, and after a failed start."""
+        kubelet, self._kubelet = self._kubelet, None
+        proxy, self._proxy = self._proxy, None
+        admin, self._admin = self._admin, None
+        if kubelet is not None:
+            kubelet.stop()
+        if proxy is not None:
+            proxy.stop()
+        try:
+            if self._server is not None and self._own_server:
+                self._server.stop()
+            elif admin is not None:
+                self._reset()
+        finally:
+            if admin is not None:
+                admin.close()
+
+    @property
+    def url(self) -> str:
+        """Where the provider reaches the API server: the fault proxy, if the cluster has one."""
+        return self._proxy.url if self._proxy is not None else self.api_server.url
+
+    @property
+    def api_server(self) -> KubeApiServer:
+        assert self._server is not None, "the cluster is not started"
+        return self._server
+
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        """A kubeconfig for the provider and programs: the CA inline, a token bound to the provider's role."""
+        return self.api_server.write_kubeconfig(path, server=self.url)
+
+    # --- what tests read: the API server's own records -----------------------------------------------------
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(lambda: self._core.read_namespaced_pod(name, namespace, _preload_content=False))
+
+    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            return self._items(self._core.list_pod_for_all_namespaces(_preload_content=False))
+        return self._items(self._core.list_namespaced_pod(namespace, _preload_content=False))
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(lambda: self._core.read_namespaced_secret(name, namespace, _preload_content=False))
+
+    def secrets(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            return self._items(self._core.list_secret_for_all_namespaces(_preload_content=False))
+        return self._items(self._core.list_namespaced_secret(namespace, _preload_content=False))
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        return self._items(self._core.list_namespace(_preload_content=False))
+
+    def events(self) -> list[dict[str, Any]]:
+        """The kubelet stand-in's record: pods created, scheduled, terminating, removed; containers started,
+        exited, killed (``at`` on the machine's monotonic clock)."""
+        assert self._kubelet is not None, "the cluster is not started"
+        return self._kubelet.events()
+
+    # --- what tests stage: the fault proxy -----------------------------------------------------------------
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """(method, path, status) of every request the provider sent, in order; 0 for an answer lost on purpose."""
+        return self._fault_proxy.requests()
+
+    def fail_next(self, method: str, path_regex: str, status: int, *, count: int = 1) -> None:
+        self._fault_proxy.fail_next(method, path_regex, status, count=count)
+
+    def lose_next_answer(self, method: str, path_regex: str, *, count: int = 1) -> None:
+        self._fault_proxy.lose_next_answer(method, path_regex, count=count)
+
+    @property
+    def _fault_proxy(self) -> FaultProxy:
+        if self._proxy is None:
+            raise RuntimeError("this simulated cluster has no fault proxy (fault_proxy=False), or is not started")
+        return self._proxy
+
+    # --- internals -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _items(response: Any) -> list[dict[str, Any]]:
+        return list(json.loads(response.data)["items"])
+
+    @staticmethod
+    def _read(call: Any) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(call().data))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _reset(self) -> None:
+        """Force-delete every pod and Secret outside the system namespaces, and the namespaces not kept; the
+        namespaces' finalization needs the kubelet stand-in's controller, so it runs here briefly."""
+        existing = [n["metadata"]["name"] for n in self.namespaces()]
+        own = [name for name in existing if name in self._namespaces]
+        extra = [name for name in existing if name not in (*SYSTEM_NAMESPACES, *self._namespaces)]
+        for namespace in [*own, *extra]:
+            self._core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            self._core.delete_collection_namespaced_secret(namespace)
+        if not extra:
+            return
+        for namespace in extra:
+            with contextlib.suppress(ApiException):
+                self._core.delete_namespace(namespace)
+        with Kubelet(self.api_server.admin_client()):  # the namespace controller, for the deletions
+            deadline = time.monotonic() + RESET_TIMEOUT_SECONDS
+            while any(n["metadata"]["name"] in extra for n in self.namespaces()):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"namespaces {extra} were not deleted within {RESET_TIMEOUT_SECONDS:.0f} s")
+                time.sleep(0.05)

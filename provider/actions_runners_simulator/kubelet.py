@@ -1,0 +1,801 @@
+"""The node and controllers a real API server lacks on a test bed: a kubelet stand-in, through the official client.
+
+kube-apiserver stores pods but runs nothing. This plays, against it and only through its API, what a cluster's
+other components do for the objects the provider makes:
+
+- the scheduler: it binds each new pod to one simulated node (``pods/binding``) when the pod's nodeSelector
+  matches the node's labels, else reports the pod unschedulable as the scheduler does;
+- the kubelet: it resolves each container's environment from the real Secrets (``secretKeyRef``, ``envFrom``),
+  starts the containers in a pluggable runtime (the simulated runner, runner.py), writes pod status through the
+  ``status`` subresource (phase, conditions, containerStatuses with restart counts, termination messages),
+  honours ``restartPolicy``, and on graceful deletion stops the containers, waits for them within the grace
+  period, and confirms with the final grace-0 delete (preconditioned on the pod's uid);
+- the namespace and service-account controllers: a new namespace gets its ``default`` ServiceAccount (without
+  it the API server's admission refuses every pod), and a deleted namespace is emptied, then finalized.
+
+An image from a registry under the reserved ``.invalid`` domain cannot be pulled (ErrImagePull, then
+ImagePullBackOff), so tests can reach that path. Everything it does is recorded in ``events()``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import heapq
+import itertools
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+_log = logging.getLogger(__name__)
+
+NODE_NAME = "simulator-node"
+NODE_LABELS = {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+TERMINAL_PHASES = ("Succeeded", "Failed")
+UNPULLABLE_DOMAIN = ".invalid"  # RFC 2606: never resolves, so no registry there can serve an image
+WATCH_SECONDS = 5  # a watch is renewed this often, so one left by stop() ends soon (stop() waits for none)
+_HOST_IP = "10.0.0.10"
+REQUEST_TIMEOUT = (5, 30)
+TIMER_WORKERS = 16
+
+
+class PodProcess(Protocol):
+    """One start of one container, as the kubelet hands it to a ContainerRuntime."""
+
+    namespace: str
+    name: str  # the pod's
+    container: str
+    image: str
+    restart_policy: str
+    env: dict[str, str]
+
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
+        """The container's process ended (from any thread, once per start); its last log line becomes the
+        termination message of a failed container with ``terminationMessagePolicy: FallbackToLogsOnError``."""
+
+
+class ContainerRuntime(Protocol):
+    """What runs inside containers: the kubelet decides when they start and stop, the runtime what they do."""
+
+    def start(self, process: PodProcess) -> None:
+        """The container started; return quickly and do the work on your own threads or timers."""
+
+    def terminate(self, process: PodProcess) -> None:
+        """SIGTERM; call process.exited(...) once the container has stopped."""
+
+
+class _IdleRuntime:
+    """Containers that run until stopped."""
+
+    def start(self, process: PodProcess) -> None:
+        pass
+
+    def terminate(self, process: PodProcess) -> None:
+        process.exited(0)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Timers:
+    """One thread keeps every delayed step and a few workers run them (each an API call or two), so hundreds of
+    pods cost a handful of threads, and one slow call does not hold up every other pod."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()  # breaks deadline ties, so callbacks are never compared
+        self._wakeup = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="kubelet-timers", daemon=True)
+        self._workers = ThreadPoolExecutor(max_workers=TIMER_WORKERS, thread_name_prefix="kubelet-step")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._wakeup:
+            self._stopped = True
+            self._wakeup.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._workers.shutdown(wait=False, cancel_futures=True)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        with self._wakeup:
+            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._order), callback))
+            self._wakeup.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wakeup:
+                while not self._stopped and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    self._wakeup.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                if self._stopped:
+                    return
+                callback = heapq.heappop(self._heap)[2]
+            self._workers.submit(_run_step, callback)
+
+
+def _run_step(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # one broken step must not stop every later one
+        _log.exception("kubelet stand-in: a delayed step failed")
+
+
+def _pulled(container: _Container) -> bool:
+    """Whether the container's image can be pulled; if not, the container waits as a kubelet's would, in
+    ErrImagePull the first time and ImagePullBackOff after."""
+    image = container.spec["image"]
+    registry = image.split("/", 1)[0] if "/" in image else ""
+    if not registry.split(":")[0].endswith(UNPULLABLE_DOMAIN):
+        return True
+    error = f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": no such host'
+    if container.state.get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff"):
+        waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}": ErrImagePull: {error}'}
+    else:
+        waiting = {"reason": "ErrImagePull", "message": error}
+    container.state = {"waiting": waiting}
+    return False
+
+
+class _ContainerConfigError(Exception):
+    """The container's config cannot be built yet (a referenced Secret or key is missing)."""
+
+
+@dataclass
+class _Process:
+    """One start of one container; its exit report goes back to the kubelet."""
+
+    kubelet: Kubelet
+    run: _PodRun
+    container: str
+    image: str
+    restart_policy: str
+    env: dict[str, str]
+    started_at: str = field(default_factory=_now)
+    ended: bool = False
+
+    @property
+    def namespace(self) -> str:
+        return self.run.namespace
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
+        self.kubelet._container_exited(self, exit_code, last_log_line)
+
+
+@dataclass
+class _Container:
+    spec: dict[str, Any]
+    sidecar: bool = False  # an init container with restartPolicy Always: runs beside the others
+    init: bool = False
+    restart_count: int = 0
+    state: dict[str, Any] = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
+    last_state: dict[str, Any] = field(default_factory=dict)
+    process: _Process | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    def status(self, uid: str) -> dict[str, Any]:
+        running = "running" in self.state
+        image = self.spec["image"]
+        answer: dict[str, Any] = {
+            "name": self.name,
+            "image": image,
+            "imageID": "",
+            "ready": running,
+            "started": running,
+            "restartCount": self.restart_count,
+            "state": self.state,
+            "lastState": self.last_state,
+        }
+        if running or "terminated" in self.state:
+            answer |= {
+                "imageID": f"{image}@sha256:{uid.replace('-', '')[:32]:0<64}",
+                "containerID": f"containerd://{uid}-{self.name}",
+            }
+        return answer
+
+
+@dataclass
+class _PodRun:
+    """What the kubelet knows of one pod it runs."""
+
+    uid: str
+    namespace: str
+    name: str
+    spec: dict[str, Any]
+    pod_ip: str
+    containers: list[_Container]
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    phase: str = "Pending"
+    start_time: str = field(default_factory=_now)
+    deleting: bool = False
+    kill_at: float | None = None
+    done: bool = False  # removed from the API server: nothing more is written
+
+    def regular(self) -> list[_Container]:
+        return [c for c in self.containers if not c.init]
+
+
+class Kubelet:
+    """``with Kubelet(api_client, runtime):`` the node, scheduler and controllers of a test-bed cluster."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        runtime: ContainerRuntime | None = None,
+        *,
+        schedule_delay: float = 0.1,
+        restart_backoff: float = 1.0,
+    ) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self._runtime = runtime or _IdleRuntime()
+        self._schedule_delay = schedule_delay
+        self._restart_backoff = restart_backoff
+        self._timers = _Timers()
+        self._runs: dict[str, _PodRun] = {}
+        self._scheduling: set[str] = set()
+        self._finalizing: set[str] = set()
+        self._lock = threading.Lock()
+        self._events: list[dict[str, Any]] = []
+        self._pod_ips = itertools.count(2)
+        self._stopped = threading.Event()
+        self._streams: set[Any] = set()  # open watch responses, closed by stop()
+        self._gone: set[str] = set()  # uids removed from the API server: never adopted after
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> Kubelet:
+        try:
+            self._register_node()
+            self._timers.start()
+            for name, lister, handler, listed in (
+                ("namespaces", self._core.list_namespace, self._namespace_event, None),
+                ("pods", self._core.list_pod_for_all_namespaces, self._pod_event, self._forget_missing),
+            ):
+                ready = threading.Event()
+                thread = threading.Thread(
+                    target=self._watch_forever,
+                    args=(lister, handler, listed, ready),
+                    name=f"kubelet-watch-{name}",
+                    daemon=True,
+                )
+                thread.start()
+                if not ready.wait(30):
+                    raise RuntimeError(f"the kubelet stand-in's first list of {name} took more than 30 s")
+        except BaseException:
+            self.stop()  # no half-started kubelet may act on a shared API server after this
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop watching and acting; containers still running are left to the runtime's own end."""
+        self._stopped.set()
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            # Its socket shut, the blocked read ends at once (close() would wait for the read to end first).
+            with contextlib.suppress(Exception):
+                stream.connection.sock.shutdown(socket.SHUT_RDWR)
+        self._timers.stop()
+
+    def __enter__(self) -> Kubelet:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._events)
+
+    # --- watches -------------------------------------------------------------------------------------------
+
+    def _watch_forever(
+        self,
+        lister: Callable[..., Any],
+        handler: Callable[[str, dict], None],
+        listed: Callable[[set[str]], None] | None,
+        ready: threading.Event,
+    ) -> None:
+        """List, then watch from the list's version; list again when the server says the version is gone, and
+        tell ``listed`` which uids a listing holds (what vanished between two watches was deleted meanwhile)."""
+        while not self._stopped.is_set():
+            try:
+                listing = lister(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+                body = json.loads(listing.data)
+                for item in body["items"]:
+                    handler("ADDED", item)
+                if listed is not None:
+                    listed({item["metadata"]["uid"] for item in body["items"]})
+                ready.set()
+                version = body["metadata"]["resourceVersion"]
+                while (version := self._watch(lister, handler, version)) is not None:
+                    pass
+            except Exception:
+                if self._stopped.is_set():
+                    return
+                _log.exception("kubelet stand-in: watch broke; listing again")
+                time.sleep(0.5)
+
+    def _watch(self, lister: Callable[..., Any], handler: Callable[[str, dict], None], version: str) -> str | None:
+        """One watch from ``version``, its events as JSON (the client's models cost milliseconds an object):
+        the version to watch from next, or None to list again (stopped, or the version is gone: 410)."""
+        stream = lister(
+            watch=True,
+            resource_version=version,
+            timeout_seconds=WATCH_SECONDS,
+            allow_watch_bookmarks=True,
+            _preload_content=False,
+            _request_timeout=(REQUEST_TIMEOUT[0], WATCH_SECONDS + REQUEST_TIMEOUT[0]),
+        )
+        with self._lock:
+            self._streams.add(stream)
+        try:
+            for line in iter_resp_lines(stream):
+                if self._stopped.is_set():
+                    return None
+                if not line:
+                    continue
+                event = json.loads(line)
+                kind, obj = event["type"], event["object"]
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        return None
+                    raise ApiException(status=obj.get("code"), reason=obj.get("message"))
+                version = obj["metadata"]["resourceVersion"]
+                if kind != "BOOKMARK":
+                    handler(kind, obj)
+        finally:
+            with self._lock:
+                self._streams.discard(stream)
+            stream.release_conn()
+        return None if self._stopped.is_set() else version
+
+    def _call(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """An API call whose 404/409 means the object was removed or re-created meanwhile: nothing to do then."""
+        if self._stopped.is_set():
+            return None
+        try:
+            return method(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        except ApiException as error:
+            if error.status in (404, 409):
+                return None
+            _log.warning("kubelet stand-in: %s failed: %s %s", what, error.status, error.reason)
+        except Exception as error:  # the server is stopping, or a connection broke: the next event tells
+            if not self._stopped.is_set():
+                _log.warning("kubelet stand-in: %s failed: %s", what, error)
+        return None
+
+    def _record(self, event_type: str, namespace: str, name: str, **details: Any) -> None:
+        with self._lock:
+            self._events.append(
+                {"type": event_type, "namespace": namespace, "name": name, "at": time.monotonic()} | details
+            )
+
+    # --- node and namespaces -------------------------------------------------------------------------------
+
+    def _register_node(self) -> None:
+        node = {"metadata": {"name": NODE_NAME, "labels": NODE_LABELS}}
+        with contextlib.suppress(ApiException):
+            self._core.create_node(node, _request_timeout=REQUEST_TIMEOUT)
+        capacity = {"cpu": "64", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "1Ti"}
+        status = {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": _now()}],
+            "addresses": [{"type": "InternalIP", "address": _HOST_IP}, {"type": "Hostname", "address": NODE_NAME}],
+        }
+        self._core.patch_node_status(NODE_NAME, {"status": status}, _request_timeout=REQUEST_TIMEOUT)
+
+    def _namespace_event(self, event_type: str, namespace: dict) -> None:
+        name = namespace["metadata"]["name"]
+        if event_type == "DELETED":
+            return
+        if namespace["metadata"].get("deletionTimestamp"):
+            with self._lock:
+                if name in self._finalizing:
+                    return
+                self._finalizing.add(name)
+            self._timers.call_later(0, lambda: self._empty_namespace(name))
+        elif namespace.get("status", {}).get("phase") == "Active":
+            account = {"metadata": {"name": "default"}}
+            create = self._core.create_namespaced_service_account
+            self._timers.call_later(0, lambda: self._call("service account", create, name, account))
+
+    def _empty_namespace(self, name: str) -> None:
+        """The namespace controller: delete what is in it (pods gracefully), and finalize once it is empty."""
+        left = 0
+        for lister, deleter in (
+            (self._core.list_namespaced_pod, self._core.delete_namespaced_pod),
+            (self._core.list_namespaced_secret, self._core.delete_namespaced_secret),
+            (self._core.list_namespaced_config_map, self._core.delete_namespaced_config_map),
+            (self._core.list_namespaced_service_account, self._core.delete_namespaced_service_account),
+        ):
+            items = self._call("namespace listing", lister, name)
+            if items is None:
+                left += 1  # not known to be empty: look again
+                continue
+            for item in items.items:
+                left += 1
+                if item.metadata.deletion_timestamp is None:
+                    self._call("namespace cleanup", deleter, item.metadata.name, name)
+        if left:
+            self._timers.call_later(0.2, lambda: self._empty_namespace(name))
+            return
+        body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
+        self._call("namespace finalize", self._core.replace_namespace_finalize, name, body)
+        self._record("namespace_deleted", "", name)
+        with self._lock:
+            self._finalizing.discard(name)
+
+    # --- pods ----------------------------------------------------------------------------------------------
+
+    def _pod_event(self, event_type: str, pod: dict) -> None:
+        metadata, spec = pod["metadata"], pod["spec"]
+        uid, namespace, name = metadata["uid"], metadata["namespace"], metadata["name"]
+        if event_type == "DELETED":
+            self._removed(uid, namespace, name)
+            return
+        with self._lock:
+            run = self._runs.get(uid)
+        if run is None:
+            if event_type == "ADDED" and not metadata.get("deletionTimestamp"):
+                self._record("pod_created", namespace, name)
+            if not spec.get("nodeName"):
+                self._schedule_later(pod)
+                return
+            if spec["nodeName"] != NODE_NAME or pod.get("status", {}).get("phase") in TERMINAL_PHASES:
+                return
+            run = self._adopt(pod)
+        if run is not None and metadata.get("deletionTimestamp"):
+            self._terminating(run, int(metadata.get("deletionGracePeriodSeconds") or 0))
+
+    def _schedule_later(self, pod: dict) -> None:
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            if uid in self._scheduling:
+                return
+            self._scheduling.add(uid)
+        self._timers.call_later(self._schedule_delay, lambda: self._schedule(pod))
+
+    def _schedule(self, pod: dict) -> None:
+        metadata = pod["metadata"]
+        namespace, name, uid = metadata["namespace"], metadata["name"], metadata["uid"]
+        with self._lock:
+            self._scheduling.discard(uid)
+        selector = pod["spec"].get("nodeSelector") or {}
+        if any(NODE_LABELS.get(key) != value for key, value in selector.items()):
+            message = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            body = {"metadata": {"uid": uid}, "status": {"conditions": [condition | {"lastTransitionTime": _now()}]}}
+            self._call("unschedulable status", self._core.patch_namespaced_pod_status, name, namespace, body)
+            self._record("pod_unschedulable", namespace, name)
+            return
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE_NAME},
+        }
+        # Not deserialized: the client's V1Binding model rejects the API server's answer (a Status).
+        bind = self._core.create_namespaced_pod_binding
+        bound = self._call("binding", bind, name, namespace, binding, _preload_content=False)
+        if bound is None:
+            return  # deleted before it was scheduled, or bound already
+        bound.release_conn()
+        self._record("pod_scheduled", namespace, name)
+        self._adopt(pod | {"spec": pod["spec"] | {"nodeName": NODE_NAME}})
+
+    def _forget_missing(self, listed: set[str]) -> None:
+        """Pods a new listing lacks were deleted while no watch was open: removed, as if seen going."""
+        with self._lock:
+            missing = [run for uid, run in self._runs.items() if uid not in listed]
+        for run in missing:
+            self._removed(run.uid, run.namespace, run.name)
+
+    def _adopt(self, pod: dict) -> _PodRun | None:
+        """The kubelet takes the pod bound to its node; its containers start unless it is being deleted."""
+        metadata, spec = pod["metadata"], pod["spec"]
+        ordinal = next(self._pod_ips)
+        containers = [
+            _Container(each, init=True, sidecar=each.get("restartPolicy") == "Always")
+            for each in spec.get("initContainers") or []
+        ] + [_Container(each) for each in spec["containers"]]
+        run = _PodRun(
+            uid=metadata["uid"],
+            namespace=metadata["namespace"],
+            name=metadata["name"],
+            spec=spec,
+            pod_ip=f"10.244.{ordinal // 250 % 250}.{ordinal % 250 + 2}",
+            containers=containers,
+        )
+        with self._lock:
+            if run.uid in self._gone:
+                return None  # removed while it was being bound
+            if (existing := self._runs.get(run.uid)) is not None:
+                return existing
+            self._runs[run.uid] = run
+        if not metadata.get("deletionTimestamp"):
+            self._timers.call_later(0, lambda: self._start_containers(run))
+        return run
+
+    def _start_containers(self, run: _PodRun) -> None:
+        """Pull, configure and start every container not running yet, then write the status once."""
+        to_start: list[_Process] = []
+        with run.lock:
+            if run.deleting or run.done or run.phase in TERMINAL_PHASES:
+                return
+            retry = False
+            for container in run.containers:
+                if container.process is not None or "terminated" in container.state:
+                    continue  # running, or done for good (a container to restart waits in CrashLoopBackOff)
+                env = None
+                if _pulled(container):
+                    try:
+                        env = self._resolve_env(run, container.spec)
+                    except _ContainerConfigError as error:
+                        container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(error)}}
+                if env is None:
+                    retry = True
+                    if container.init:
+                        break  # an init container holds back every container after it
+                    continue
+                if container.init and not container.sidecar:
+                    container.state = {
+                        "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": _now(), "finishedAt": _now()}
+                    }
+                    continue
+                policy = run.spec.get("restartPolicy", "Always")
+                process = _Process(self, run, container.name, container.spec["image"], policy, env)
+                container.process = process
+                container.state = {"running": {"startedAt": process.started_at}}
+                to_start.append(process)
+            if to_start and run.phase == "Pending":
+                run.phase = "Running"
+            self._write_status(run)
+            for process in to_start:
+                self._record(
+                    "container_started",
+                    run.namespace,
+                    run.name,
+                    container=process.container,
+                    restart_count=self._container(run, process.container).restart_count,
+                )
+                # Under the pod's lock, so that a deletion's SIGTERM always reaches the runtime after the start.
+                try:
+                    self._runtime.start(process)
+                except Exception:
+                    _log.exception("container runtime failed to start %s/%s", run.name, process.container)
+        if retry:
+            self._timers.call_later(self._restart_backoff, lambda: self._start_containers(run))
+
+    def _restarts(self, run: _PodRun, container: _Container, exit_code: int) -> bool:
+        if run.deleting or run.phase in TERMINAL_PHASES:
+            return False
+        if container.sidecar:
+            return True
+        policy = run.spec.get("restartPolicy", "Always")
+        return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
+
+    @staticmethod
+    def _container(run: _PodRun, name: str) -> _Container:
+        return next(c for c in run.containers if c.name == name)
+
+    def _resolve_env(self, run: _PodRun, container: dict[str, Any]) -> dict[str, str]:
+        """The container's environment as the kubelet builds it: envFrom first, then env, references resolved."""
+        env: dict[str, str] = {}
+        for source in container.get("envFrom") or []:
+            reference = source.get("secretRef") or source.get("configMapRef")
+            if reference is None:
+                continue
+            data = self._data(run.namespace, "secretRef" in source, reference["name"], reference.get("optional"))
+            env |= {source.get("prefix", "") + key: value for key, value in (data or {}).items()}
+        for variable in container.get("env") or []:
+            source = variable.get("valueFrom") or {}
+            reference = source.get("secretKeyRef") or source.get("configMapKeyRef")
+            if reference is not None:
+                data = self._data(run.namespace, "secretKeyRef" in source, reference["name"], reference.get("optional"))
+                if data is None:
+                    continue
+                if reference["key"] not in data:
+                    if reference.get("optional"):
+                        continue
+                    kind = "Secret" if "secretKeyRef" in source else "ConfigMap"
+                    raise _ContainerConfigError(
+                        f"couldn't find key {reference['key']} in {kind} {run.namespace}/{reference['name']}"
+                    )
+                env[variable["name"]] = data[reference["key"]]
+            elif "fieldRef" in source:
+                path = source["fieldRef"]["fieldPath"]
+                values = {
+                    "metadata.name": run.name,
+                    "metadata.namespace": run.namespace,
+                    "metadata.uid": run.uid,
+                    "spec.nodeName": NODE_NAME,
+                    "status.podIP": run.pod_ip,
+                    "status.hostIP": _HOST_IP,
+                }
+                env[variable["name"]] = values.get(path, "")
+            else:
+                env[variable["name"]] = variable.get("value", "")
+        return env
+
+    def _data(self, namespace: str, secret: bool, name: str, optional: bool | None) -> dict[str, str] | None:
+        try:
+            if secret:
+                found = self._core.read_namespaced_secret(name, namespace, _request_timeout=REQUEST_TIMEOUT)
+                return {k: base64.b64decode(v).decode(errors="replace") for k, v in (found.data or {}).items()}
+            return dict(
+                self._core.read_namespaced_config_map(name, namespace, _request_timeout=REQUEST_TIMEOUT).data or {}
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise _ContainerConfigError(f"reading {name}: {error.reason}") from None
+            if optional:
+                return None
+            raise _ContainerConfigError(f'{"secret" if secret else "configmap"} "{name}" not found') from None
+
+    def _container_exited(self, process: _Process, exit_code: int, last_log_line: str) -> None:
+        run = process.run
+        with run.lock:
+            container = self._container(run, process.container)
+            if process.ended or container.process is not process:
+                return
+            process.ended = True
+            container.process = None
+            self._record("container_exited", run.namespace, run.name, container=container.name, exit_code=exit_code)
+            if run.done:
+                return
+            terminated: dict[str, Any] = {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+                "startedAt": process.started_at,
+                "finishedAt": _now(),
+                "containerID": f"containerd://{run.uid}-{container.name}",
+            }
+            policy = container.spec.get("terminationMessagePolicy", "File")
+            if exit_code != 0 and policy == "FallbackToLogsOnError" and last_log_line:
+                terminated["message"] = last_log_line
+            if run.deleting:
+                container.state = {"terminated": terminated}
+                self._write_status(run)
+                self._confirm_if_stopped(run)
+                return
+            restart = self._restarts(run, container, exit_code)
+            if restart:
+                container.restart_count += 1
+                container.last_state = {"terminated": terminated}
+                message = (
+                    f"back-off {self._restart_backoff:g}s restarting failed container={container.name} pod={run.name}"
+                )
+                container.state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
+            else:
+                container.state = {"terminated": terminated}
+            regular = run.regular()
+            if all("terminated" in c.state for c in regular):
+                # Every regular container is done for good: native sidecars are stopped, and the pod ends.
+                for sidecar in (c for c in run.containers if c.sidecar and c.process is not None):
+                    self._stop_container(run, sidecar)
+                failed = any(c.state["terminated"]["exitCode"] != 0 for c in regular)
+                run.phase = "Failed" if failed else "Succeeded"
+            self._write_status(run)
+        if restart:
+            self._timers.call_later(self._restart_backoff, lambda: self._start_containers(run))
+
+    def _stop_container(self, run: _PodRun, container: _Container) -> None:
+        process = container.process
+        if process is None:
+            return
+        try:
+            self._runtime.terminate(process)
+        except Exception:
+            _log.exception("container runtime failed to stop %s/%s", run.name, container.name)
+
+    def _terminating(self, run: _PodRun, grace_seconds: int) -> None:
+        """Graceful deletion: SIGTERM now, SIGKILL when the grace runs out, then the final grace-0 delete. A
+        repeated delete may shorten the grace, never lengthen it."""
+        with run.lock:
+            if run.done:
+                return
+            kill_at = time.monotonic() + grace_seconds
+            first = not run.deleting
+            if not first and run.kill_at is not None and kill_at >= run.kill_at:
+                return
+            run.deleting, run.kill_at = True, kill_at
+            if first:
+                self._record("pod_terminating", run.namespace, run.name, grace_seconds=grace_seconds)
+                for container in run.containers:
+                    if container.process is not None:
+                        self._stop_container(run, container)
+            self._confirm_if_stopped(run)
+        self._timers.call_later(max(grace_seconds, 0), lambda: self._grace_ended(run, kill_at))
+
+    def _grace_ended(self, run: _PodRun, kill_at: float) -> None:
+        with run.lock:
+            if run.done or run.kill_at != kill_at:
+                return
+            for container in run.containers:
+                if container.process is not None:  # SIGKILL: the runtime had its SIGTERM; nothing waits for it
+                    self._record("container_killed", run.namespace, run.name, container=container.name)
+                    container.process.ended = True
+                    container.process = None
+                    container.state = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _now()}}
+            self._confirm_if_stopped(run)
+
+    def _confirm_if_stopped(self, run: _PodRun) -> None:
+        if any(c.process is not None for c in run.containers):
+            return
+        options = {"gracePeriodSeconds": 0, "preconditions": {"uid": run.uid}}
+        self._timers.call_later(
+            0,
+            lambda: self._call("final delete", self._core.delete_namespaced_pod, run.name, run.namespace, body=options),
+        )
+
+    def _removed(self, uid: str, namespace: str, name: str) -> None:
+        """Gone from the API server: a pod deleted at once (grace 0, or never scheduled) has its containers
+        killed now, as a kubelet does when its pod disappears."""
+        with self._lock:
+            run = self._runs.pop(uid, None)
+            self._scheduling.discard(uid)
+            self._gone.add(uid)
+        self._record("pod_removed", namespace, name)
+        if run is None:
+            return
+        with run.lock:
+            run.done = True
+            for container in run.containers:
+                if container.process is not None:
+                    self._record("container_killed", namespace, name, container=container.name)
+                    self._stop_container(run, container)
+
+    def _write_status(self, run: _PodRun) -> None:
+        """The status subresource, as the kubelet's status manager writes it (a write to the pod itself would
+        leave its status as it was)."""
+        regular = run.regular()
+        ready = run.phase == "Running" and all("running" in c.state for c in regular) and not run.deleting
+        initialized = all("terminated" in c.state or c.sidecar for c in run.containers if c.init)
+        now = _now()
+        conditions = [
+            {"type": kind, "status": str(met), "lastTransitionTime": now}
+            for kind, met in (
+                ("PodReadyToStartContainers", True),
+                ("Initialized", initialized),
+                ("Ready", ready),
+                ("ContainersReady", ready),
+                ("PodScheduled", True),
+            )
+        ]
+        status: dict[str, Any] = {
+            "phase": run.phase,
+            "conditions": conditions,
+            "hostIP": _HOST_IP,
+            "hostIPs": [{"ip": _HOST_IP}],
+            "podIP": run.pod_ip,
+            "podIPs": [{"ip": run.pod_ip}],
+            "startTime": run.start_time,
+            "containerStatuses": [c.status(run.uid) for c in regular],
+        }
+        if any(c.init for c in run.containers):
+            status["initContainerStatuses"] = [c.status(run.uid) for c in run.containers if c.init]
+        body = {"metadata": {"uid": run.uid}, "status": status}
+        self._call("status write", self._core.patch_namespaced_pod_status, run.name, run.namespace, body)

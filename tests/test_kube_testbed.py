@@ -1,0 +1,166 @@
+"""The simulator's Kubernetes: a real API server, the kubelet stand-in that runs its pods, and the fault proxy.
+
+What the API server does (validation, defaults, graceful deletion's two steps) is its own; these tests pin what
+the stand-in adds, as a kubelet would, and that the provider's own paths through it hold.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
+from actions_runners_simulator.runner import INPUT, SimulatedRunners
+from actions_runners_simulator.simulator import Simulator
+from tests.conftest import ROOT, wait_until
+from tests.helpers import NAMESPACE, core_api, new_token
+from tests.programs import runner_with_token
+
+
+@dataclass
+class StartedContainer:
+    """A container as the kubelet stand-in hands it to the runtime."""
+
+    env: dict[str, str]
+    namespace: str = NAMESPACE
+    name: str = "runner-pod"
+    container: str = "runner"
+    image: str = "ghcr.io/actions/actions-runner:2.329.0"
+    restart_policy: str = "Never"
+    exit_codes: list[int] = field(default_factory=list)
+
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
+        self.exit_codes.append(exit_code)
+
+
+def pod(name: str, *containers: dict, **spec: object) -> dict:
+    return {"metadata": {"name": name}, "spec": {"containers": list(containers), **spec}}
+
+
+def container(name: str = "main", image: str = "busybox:1.37", **fields: object) -> dict:
+    return {"name": name, "image": image, **fields}
+
+
+def status(sim: Simulator, name: str) -> dict:
+    return (sim.kube.pod(NAMESPACE, name) or {}).get("status", {})
+
+
+def waiting_reason(sim: Simulator, name: str, index: int = 0) -> str | None:
+    statuses = status(sim, name).get("containerStatuses") or [{}]
+    return (statuses[index].get("state", {}).get("waiting") or {}).get("reason")
+
+
+def test_a_pod_is_bound_run_and_reported_through_the_status_subresource(sim: Simulator) -> None:
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("idle", container(), container("sidecar")))
+
+    wait_until(lambda: status(sim, "idle").get("phase") == "Running", "the pod to run")
+    found = sim.kube.pod(NAMESPACE, "idle")
+    assert found["spec"]["nodeName"] == "simulator-node"
+    assert [c["name"] for c in found["status"]["containerStatuses"]] == ["main", "sidecar"]
+    assert all(c["ready"] and "running" in c["state"] for c in found["status"]["containerStatuses"])
+    assert {c["type"]: c["status"] for c in found["status"]["conditions"]}["Ready"] == "True"
+    assert found["status"]["qosClass"] == "BestEffort"  # the API server's own default, kept by status writes
+
+
+def test_graceful_deletion_stops_the_containers_then_confirms_with_the_grace_0_delete(sim: Simulator) -> None:
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("leaving", container()))
+    wait_until(lambda: status(sim, "leaving").get("phase") == "Running", "the pod to run")
+
+    core_api(sim).delete_namespaced_pod("leaving", NAMESPACE)
+
+    wait_until(lambda: sim.kube.pod(NAMESPACE, "leaving") is None, "the pod to be removed")
+    kinds = [e["type"] for e in sim.kube.events() if e["name"] == "leaving"]
+    assert kinds.index("pod_terminating") < kinds.index("container_exited") < kinds.index("pod_removed"), kinds
+    assert "container_killed" not in kinds  # it stopped within its grace
+
+
+def test_a_missing_secret_holds_the_container_until_it_exists(sim: Simulator) -> None:
+    env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}]
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("waits", container(env=env)))
+    wait_until(lambda: waiting_reason(sim, "waits") == "CreateContainerConfigError", "the config error")
+    assert status(sim, "waits")["phase"] == "Pending"
+
+    core_api(sim).create_namespaced_secret(NAMESPACE, {"metadata": {"name": "later"}, "stringData": {"token": "t"}})
+
+    wait_until(lambda: status(sim, "waits").get("phase") == "Running", "the pod to run once the Secret exists")
+
+
+def test_an_image_from_an_invalid_registry_cannot_be_pulled(sim: Simulator) -> None:
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("unpullable", container(image="registry.invalid/runner:1")))
+
+    wait_until(lambda: waiting_reason(sim, "unpullable") == "ErrImagePull", "ErrImagePull")
+    wait_until(lambda: waiting_reason(sim, "unpullable") == "ImagePullBackOff", "ImagePullBackOff")
+
+
+def test_a_pod_whose_node_selector_matches_no_node_is_unschedulable(sim: Simulator) -> None:
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("nowhere", container(), nodeSelector={"pool": "gpu"}))
+
+    wait_until(lambda: status(sim, "nowhere").get("conditions"), "the scheduler's verdict")
+    [condition] = status(sim, "nowhere")["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert "nodeName" not in sim.kube.pod(NAMESPACE, "nowhere")["spec"]
+
+
+def test_the_api_server_refuses_what_no_double_would_know_to(sim: Simulator) -> None:
+    """A privileged container passes (--allow-privileged), a bad restart policy does not, with the field named."""
+    privileged = container(securityContext={"privileged": True})
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("dind", privileged))
+    with pytest.raises(ApiException) as refused:
+        core_api(sim).create_namespaced_pod(NAMESPACE, pod("bad", container(), restartPolicy="Sometimes"))
+    assert refused.value.status == 422 and "spec.restartPolicy" in str(refused.value.body)
+
+
+def test_the_fault_proxy_answers_with_a_status_or_loses_an_answer_after_it_took_effect(sim: Simulator) -> None:
+    sim.kube.fail_next("POST", r"/secrets$", 503)
+    with pytest.raises(ApiException) as refused:
+        core_api(sim).create_namespaced_secret(NAMESPACE, {"metadata": {"name": "s"}})
+    assert refused.value.status == 503 and '"kind": "Status"' in refused.value.body
+    assert sim.kube.secret(NAMESPACE, "s") is None
+
+    sim.kube.lose_next_answer("POST", r"/secrets$")
+    with pytest.raises(Exception):  # noqa: B017 - the client's own error for a connection closed unanswered
+        core_api(sim).create_namespaced_secret(NAMESPACE, {"metadata": {"name": "s"}}, _request_timeout=5)
+    assert sim.kube.secret(NAMESPACE, "s") is not None
+    assert [status for method, _path, status in sim.kube.requests() if method == "POST"] == [503, 0]
+
+
+def test_a_runner_whose_image_cannot_be_pulled_fails_create_saying_so_and_leaves_nothing(sim: Simulator) -> None:
+    program = runner_with_token(sim, new_token(sim), image="registry.invalid/actions-runner:2.329.0")
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as failed:
+        engine.up(program)
+
+    assert "could not be pulled" in str(failed.value) and "registry.invalid" in str(failed.value), failed.value
+    wait_until(lambda: sim.kube.pods(NAMESPACE) == [], "the pod to be removed")
+    assert sim.kube.secrets(NAMESPACE) == [] and sim.github.runners() == []
+
+
+def test_an_init_container_that_cannot_start_holds_back_the_containers_after_it(sim: Simulator) -> None:
+    init = container("fetch", image="registry.invalid/fetcher:1")
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("held", container(), initContainers=[init]))
+
+    wait_until(
+        lambda: (status(sim, "held").get("initContainerStatuses") or [{}])[0].get("state", {}).get("waiting"),
+        "the init container to wait",
+    )
+    assert status(sim, "held")["phase"] == "Pending"
+    assert waiting_reason(sim, "held") == "ContainerCreating"
+    assert not [e for e in sim.kube.events() if e["name"] == "held" and e["type"] == "container_started"]
+
+
+def test_a_runner_stopped_before_it_registered_never_registers(sim: Simulator) -> None:
+    """SIGTERM between the container's start and config.sh: the runner must not register afterwards, which
+    would leave GitHub an online runner without a pod."""
+    runners = SimulatedRunners(sim.github, boot_seconds=0.3, stop_seconds=0.01)
+    env = {f"{INPUT}URL": sim.repo_url, f"{INPUT}NAME": "late", f"{INPUT}TOKEN": new_token(sim)}
+    process = StartedContainer(env=env)
+
+    runners.start(process)
+    runners.terminate(process)
+
+    wait_until(lambda: process.exit_codes, "the container to stop")
+    time.sleep(0.5)  # past the boot
+    assert process.exit_codes == [0] and runners.registrations_refused == []
+    assert sim.github.runners() == [] and runners.jobs_killed == []
