@@ -28,6 +28,12 @@ class PulumiFailed(Exception):
         self.result = result
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT as by default. A job a shell starts in the background (a CI step's `cmd &`) ignores
+    it, and children inherit that, so stop()'s Ctrl-C would never reach pulumi."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class PulumiProcess:
     """A pulumi command running in the background. Its output goes to files, not pipes, so a chatty command
     never stalls on a full pipe while nobody reads it."""
@@ -38,7 +44,12 @@ class PulumiProcess:
         self._stdout = open(Path(output) / "stdout", "w+")  # noqa: SIM115 - closed by wait()
         self._stderr = open(Path(output) / "stderr", "w+")  # noqa: SIM115 - closed by wait()
         self._process = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=self._stdout, stderr=self._stderr
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=self._stderr,
+            preexec_fn=_interruptible,
         )
 
     def running(self) -> bool:
