@@ -62,8 +62,9 @@ class SimulatedCluster:
             for namespace in self._namespaces:
                 with contextlib.suppress(ApiException):  # 409: kept from an earlier user of a shared server
                     self._core.create_namespace({"metadata": {"name": namespace}})
+            self._kubelet_api = self._server.admin_client()
             self._kubelet = Kubelet(
-                self._server.admin_client(),
+                self._kubelet_api,
                 self._runtime,
                 schedule_delay=self._schedule_delay,
                 restart_backoff=self._restart_backoff,
@@ -82,6 +83,7 @@ class SimulatedCluster:
         admin, self._admin = self._admin, None
         if kubelet is not None:
             kubelet.stop()
+            self._kubelet_api.close()
         if proxy is not None:
             proxy.stop()
         try:
@@ -181,7 +183,7 @@ class SimulatedCluster:
         for namespace in extra:
             with contextlib.suppress(ApiException):
                 self._core.delete_namespace(namespace)
-        with Kubelet(self.api_server.admin_client()):  # the namespace controller, for the deletions
+        with self.api_server.admin_client() as api, Kubelet(api):  # the namespace controller, for the deletions
             deadline = time.monotonic() + RESET_TIMEOUT_SECONDS
             while any(n["metadata"]["name"] in extra for n in self.namespaces()):
                 if time.monotonic() > deadline:
