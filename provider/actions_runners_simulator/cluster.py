@@ -1,9 +1,9 @@
 """The simulator's Kubernetes: the real API server, the kubelet stand-in, and the fault proxy the provider uses.
 
 ``SimulatedCluster`` starts its own API server, or borrows a running one (the tests share one per session:
-starting it takes seconds). A borrowed server is reset when the cluster starts and when it stops: every
-namespace but the system ones and the cluster's own is deleted, and every pod and Secret in its own, so each
-user starts clean whatever the one before it left.
+starting it takes seconds). A borrowed server is reset when the cluster starts: every namespace but the
+system ones and the cluster's own is deleted, and every pod and Secret in its own, so each user starts clean
+whatever the one before it left.
 """
 
 from __future__ import annotations
@@ -86,14 +86,10 @@ class SimulatedCluster:
             self._kubelet_api.close()
         if proxy is not None:
             proxy.stop()
-        try:
-            if self._server is not None and self._own_server:
-                self._server.stop()
-            elif admin is not None:
-                self._reset()
-        finally:
-            if admin is not None:
-                admin.close()
+        if admin is not None:
+            admin.close()
+        if self._server is not None and self._own_server:
+            self._server.stop()
 
     @property
     def url(self) -> str:

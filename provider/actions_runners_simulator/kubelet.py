@@ -231,6 +231,7 @@ class _PodRun:
     deleting: bool = False
     kill_at: float | None = None
     done: bool = False  # removed from the API server: nothing more is written
+    confirmed: bool = False  # its final grace-0 delete is sent
 
     def regular(self) -> list[_Container]:
         return [c for c in self.containers if not c.init]
@@ -602,19 +603,28 @@ class Kubelet:
         return next(c for c in run.containers if c.name == name)
 
     def _resolve_env(self, run: _PodRun, container: dict[str, Any]) -> dict[str, str]:
-        """The container's environment as the kubelet builds it: envFrom first, then env, references resolved."""
+        """The container's environment as the kubelet builds it: envFrom first, then env, references resolved
+        (each Secret or ConfigMap read once, however many variables name it)."""
+        read: dict[tuple[bool, str], dict[str, str] | None] = {}
+
+        def data_of(secret: bool, reference: dict[str, Any]) -> dict[str, str] | None:
+            key = (secret, reference["name"])
+            if key not in read:
+                read[key] = self._data(run.namespace, secret, reference["name"], reference.get("optional"))
+            return read[key]
+
         env: dict[str, str] = {}
         for source in container.get("envFrom") or []:
             reference = source.get("secretRef") or source.get("configMapRef")
             if reference is None:
                 continue
-            data = self._data(run.namespace, "secretRef" in source, reference["name"], reference.get("optional"))
+            data = data_of("secretRef" in source, reference)
             env |= {source.get("prefix", "") + key: value for key, value in (data or {}).items()}
         for variable in container.get("env") or []:
             source = variable.get("valueFrom") or {}
             reference = source.get("secretKeyRef") or source.get("configMapKeyRef")
             if reference is not None:
-                data = self._data(run.namespace, "secretKeyRef" in source, reference["name"], reference.get("optional"))
+                data = data_of("secretKeyRef" in source, reference)
                 if data is None:
                     continue
                 if reference["key"] not in data:
@@ -743,8 +753,10 @@ class Kubelet:
             self._confirm_if_stopped(run)
 
     def _confirm_if_stopped(self, run: _PodRun) -> None:
-        if any(c.process is not None for c in run.containers):
+        """The final grace-0 delete, once: when the last container has stopped, or the grace ran out."""
+        if run.confirmed or any(c.process is not None for c in run.containers):
             return
+        run.confirmed = True
         options = {"gracePeriodSeconds": 0, "preconditions": {"uid": run.uid}}
         self._timers.call_later(
             0,

@@ -84,15 +84,15 @@ class SimulatedRunners:
     def start(self, process: PodProcess) -> None:
         """A container with a runner's environment runs a runner; any other (a sidecar) idles until stopped."""
         if {f"{INPUT}JITCONFIG", f"{INPUT}URL"} <= process.env.keys():
-            boot = self._connect_jit
+            connect = self._connect_jit
         elif {f"{INPUT}NAME", f"{INPUT}TOKEN", f"{INPUT}URL"} <= process.env.keys():
-            boot = self._register
+            connect = self._register
         else:
             return
         runner = _RunnerProcess(process)
         with self._lock:
             self._running[(process.namespace, process.name)] = runner
-        _after(self._boot_seconds, boot, runner)
+        _after(self._boot_seconds, self._boot, runner, connect)
 
     def terminate(self, process: PodProcess) -> None:
         key = (process.namespace, process.name)
@@ -129,8 +129,20 @@ class SimulatedRunners:
             self._github.runner_offline(runner.runner_id)
         runner.exit(exit_code, "Killed")
 
-    def _booted(self, runner: _RunnerProcess, runner_id: int) -> None:
-        """A registration that completed after the container was told to stop goes offline with it at once."""
+    def _boot(self, runner: _RunnerProcess, connect: Callable[[_RunnerProcess], int]) -> None:
+        """config.sh (or run.sh with a just-in-time config) once the container is up. A SIGTERM first means it
+        never runs; a registration that completes after one goes offline with the container at once."""
+        if runner.stopping:
+            return
+        try:
+            runner_id = connect(runner)
+        except RegistrationRefused as refused:
+            # The container exits 1, as a real one does with an expired token or a config used already. The
+            # refusal's message never quotes the credential, so it may be recorded and logged.
+            name = runner.process.env.get(f"{INPUT}NAME", runner.process.name)
+            self.registrations_refused.append((name, str(refused)))
+            runner.exit(1, f"An error occurred: {refused}")
+            return
         with runner.lock:
             runner.runner_id = runner_id
             stopped = runner.stopping
@@ -138,48 +150,26 @@ class SimulatedRunners:
             self._lose_job_if_busy(runner)
             self._github.runner_offline(runner_id)
 
-    def _register(self, runner: _RunnerProcess) -> None:
+    def _register(self, runner: _RunnerProcess) -> int:
         env = runner.process.env
-        if runner.stopping:
-            return  # stopped before config.sh ran
-        try:
-            runner_id = self._github.register_runner(
-                github_url=env[f"{INPUT}URL"],
-                token=env[f"{INPUT}TOKEN"],
-                name=env[f"{INPUT}NAME"],
-                labels=[label for label in env.get(f"{INPUT}LABELS", "").split(",") if label],
-                ephemeral=env.get(f"{INPUT}EPHEMERAL") == "true",
-                listener=_Listener(runner, self.jobs_killed),
-                replace=env.get(f"{INPUT}REPLACE") == "true",
-            )
-        except RegistrationRefused as refused:
-            # config.sh fails and the container exits non-zero, as a real one does with an expired token.
-            self._refused(runner, refused)
-            return
-        self._booted(runner, runner_id)
+        return self._github.register_runner(
+            github_url=env[f"{INPUT}URL"],
+            token=env[f"{INPUT}TOKEN"],
+            name=env[f"{INPUT}NAME"],
+            labels=[label for label in env.get(f"{INPUT}LABELS", "").split(",") if label],
+            ephemeral=env.get(f"{INPUT}EPHEMERAL") == "true",
+            listener=_Listener(runner, self.jobs_killed),
+            replace=env.get(f"{INPUT}REPLACE") == "true",
+        )
 
-    def _connect_jit(self, runner: _RunnerProcess) -> None:
+    def _connect_jit(self, runner: _RunnerProcess) -> int:
         """A just-in-time runner is registered already (ephemeral, named and labelled by GitHub): it only connects."""
         env = runner.process.env
-        if runner.stopping:
-            return  # stopped before run.sh connected
-        try:
-            runner_id = self._github.connect_jit_runner(
-                github_url=env[f"{INPUT}URL"],
-                encoded_jit_config=env[f"{INPUT}JITCONFIG"],
-                listener=_Listener(runner, self.jobs_killed),
-            )
-        except RegistrationRefused as refused:
-            # run.sh fails on a config used already or of a registration removed, and the container exits 1.
-            self._refused(runner, refused)
-            return
-        self._booted(runner, runner_id)
-
-    def _refused(self, runner: _RunnerProcess, refused: RegistrationRefused) -> None:
-        """The refusal's message never quotes the credential, so it may be recorded and logged."""
-        name = runner.process.env.get(f"{INPUT}NAME", runner.process.name)
-        self.registrations_refused.append((name, str(refused)))
-        runner.exit(1, f"An error occurred: {refused}")
+        return self._github.connect_jit_runner(
+            github_url=env[f"{INPUT}URL"],
+            encoded_jit_config=env[f"{INPUT}JITCONFIG"],
+            listener=_Listener(runner, self.jobs_killed),
+        )
 
 
 def _after(seconds: float, action: Callable[..., None], *args: object) -> None:
