@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench soak clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,10 @@ test: lint
 
 bench: setup
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py
+
+# 2,000 replacements and teardowns (or 10 minutes) under injected faults and killed providers: SOAK_ARGS="--seed S".
+soak: setup
+	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -313,6 +313,14 @@ def test_refusals_of_requests_sent_before_a_pause_neither_log_again_nor_double_t
     assert len(pause_logs(caplog)) == 3
 
 
+def test_a_secondary_limit_without_retry_after_waits_githubs_minute_as_the_budget_keeps_it() -> None:
+    """Found by the soak: with GitHub's minute scaled down (the simulator's time_scale), the wait stayed 60 s."""
+    budget = FakeClock().budget(window_seconds=3.0)
+    with budget.request("DELETE", "/orgs/o/actions/runners/1") as permit:
+        pass
+    assert budget.observe(429, {}, permit=permit) == (3.0, "secondary limit without retry-after")
+
+
 def test_a_later_retry_after_lengthens_the_pause_without_logging_again(caplog) -> None:
     clock = FakeClock()
     budget = clock.budget()

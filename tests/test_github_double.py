@@ -849,6 +849,24 @@ def test_delay_next_lets_a_client_read_timeout_fire(github):
     assert (held["status"], served["status"]) == (None, 200)  # the held request is still being answered
 
 
+def test_a_reset_closes_the_connection_before_the_request_is_served_and_a_lost_answer_after(github):
+    token_path = "/orgs/octo/actions/runners/registration-token"
+    github.reset_next(method="POST", path_regex="/registration-token$")
+    with pytest.raises(requests.ConnectionError):
+        call(github, "POST", token_path)
+    assert github.issued_credentials() == []  # nothing was done
+
+    github.lose_next_answer(method="POST", path_regex="/registration-token$")
+    with pytest.raises(requests.ConnectionError):
+        call(github, "POST", token_path)
+    assert len(github.issued_credentials()) == 1  # done, and the answer lost
+
+    assert call(github, "POST", token_path).status_code == 201
+    assert [c["status"] for c in github.calls(method="POST")] == [0, 0, 201]
+    github.reset_next(count=2)
+    assert github.clear_faults() == 2
+
+
 # --- request log, control endpoints, routing and load -----------------------------------------------------
 
 

@@ -164,3 +164,38 @@ def test_a_runner_stopped_before_it_registered_never_registers(sim: Simulator) -
     time.sleep(0.5)  # past the boot
     assert process.exit_codes == [0] and runners.registrations_refused == []
     assert sim.github.runners() == [] and runners.jobs_killed == []
+
+
+def test_staged_node_faults_leave_a_pod_unscheduled_unpulled_or_stuck_terminating(sim: Simulator) -> None:
+    sim.kube.leave_unscheduled(1)
+    sim.kube.fail_image_pulls(1)
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("no-room", container()))
+    wait_until(lambda: status(sim, "no-room").get("conditions"), "the scheduler's verdict")
+    [condition] = status(sim, "no-room")["conditions"]
+    assert condition["reason"] == "Unschedulable" and "Insufficient cpu" in condition["message"]
+
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("no-pull", container()))
+    wait_until(lambda: waiting_reason(sim, "no-pull") == "ImagePullBackOff", "ImagePullBackOff")
+    assert "503" in status(sim, "no-pull")["containerStatuses"][0]["state"]["waiting"]["message"]
+
+    core_api(sim).create_namespaced_pod(NAMESPACE, pod("slow-node", container()))
+    wait_until(lambda: status(sim, "slow-node").get("phase") == "Running", "the third pod to run: faults used up")
+    sim.kube.stall_terminations(1.5)
+    deleted = time.monotonic()
+    core_api(sim).delete_namespaced_pod("slow-node", NAMESPACE)
+    wait_until(lambda: sim.kube.pod(NAMESPACE, "slow-node") is None, "the stalled deletion to finish")
+    assert time.monotonic() - deleted >= 1.5
+    assert [e["type"] for e in sim.kube.events() if e["name"] == "slow-node"][-4:] == [
+        "pod_stalled", "pod_terminating", "container_exited", "pod_removed"
+    ]  # fmt: skip
+    assert sim.kube.clear_faults() == 0
+
+
+def test_the_fault_proxy_holds_a_request_past_the_clients_timeout_and_forwards_it_late(sim: Simulator) -> None:
+    sim.kube.delay_next("POST", r"/secrets$", 1.0)
+    with pytest.raises(Exception):  # noqa: B017 - the client's own read timeout
+        core_api(sim).create_namespaced_secret(NAMESPACE, {"metadata": {"name": "late"}}, _request_timeout=(5, 0.3))
+    assert sim.kube.secret(NAMESPACE, "late") is None
+    wait_until(lambda: sim.kube.secret(NAMESPACE, "late"), "the held request to reach the API server")
+    sim.kube.fail_next("DELETE", r"/secrets/", 500, count=3)
+    assert sim.kube.clear_faults() == 3

@@ -1,13 +1,15 @@
 """Nothing left behind untracked: a pod whose create answer was lost, Secrets whose pod never came, labels that
-GitHub would refuse."""
+GitHub would refuse, a runner whose Create was killed before it finished."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
-from tests.conftest import ROOT
-from tests.helpers import NAMESPACE, core_api, new_token, outputs
+from tests.conftest import ROOT, wait_until
+from tests.helpers import NAMESPACE, core_api, new_token, outputs, sha256
 from tests.programs import jit_runner, runner_with_token, token_and_pool
 
 
@@ -72,3 +74,59 @@ def test_check_accepts_as_many_labels_as_github_allows(sim) -> None:
     assert sum(1 for label in registered[0]["labels"] if label["type"] == "custom") == 99  # and "self-hosted"
     assert [c["status"] for c in sim.github.calls("POST", "generate-jitconfig$")] == [201]
     assert outputs(engine, "runner")["runner_id"] == registered[0]["id"]
+
+
+def _killed_in_create(sim, engine: MiniEngine, program) -> dict:
+    """`up` whose provider is SIGKILLed once the Create has made its pod and the runner registered with it, as
+    when the CI job running `pulumi up` is cancelled: the resource is not in the state; its runner is there."""
+    provider = engine.new_provider_process()
+
+    def kill_once_registered() -> None:
+        wait_until(lambda: any(r["status"] == "online" for r in sim.github.runners()), "the runner to register")
+        provider.kill()
+
+    killer = threading.Thread(target=kill_once_registered)
+    killer.start()
+    with pytest.raises(DeploymentFailed):
+        engine.up(program)
+    killer.join()
+    assert not any(urn.endswith("::runner") for urn in engine.state), "the engine forgot the killed Create"
+    [pod] = sim.kube.pods(NAMESPACE)
+    return pod
+
+
+def test_a_runner_left_by_a_killed_create_is_replaced_when_the_token_has_changed(sim) -> None:
+    """Found by the soak: the next run, with a renewed token, failed on the leftover pod ("Choose another
+    runner_name") on every run after, though the pod was this very resource's."""
+    with MiniEngine(ROOT) as engine:
+        leftover = _killed_in_create(sim, engine, runner_with_token(sim, new_token(sim)))
+        [registration] = sim.github.runners()
+        sim.github.start_job(registration["name"], 1.5)  # the leftover takes a job: it is waited for, not killed
+
+        token = new_token(sim)
+        engine.new_provider_process()
+        engine.up(runner_with_token(sim, token))
+        out = outputs(engine, "runner")
+
+        [pod] = sim.kube.pods(NAMESPACE)
+        assert pod["metadata"]["uid"] != leftover["metadata"]["uid"]
+        assert pod["metadata"]["annotations"]["actions-runners.pulumi.io/token-hash"] == sha256(token)
+        assert [r["id"] for r in sim.github.runners()] == [out["runner_id"]] != [registration["id"]]
+        removals = [c["status"] for c in sim.github.calls("DELETE", rf"/runners/{registration['id']}$")]
+        # Refused while busy; then gone (an ephemeral runner's registration goes with its job's end).
+        assert removals[0] == 422 and removals[-1] in (204, 404), removals
+    assert sim.runners.jobs_killed == []
+
+
+def test_a_runner_left_by_a_killed_create_is_not_adopted_when_the_spec_has_changed(sim) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        leftover = _killed_in_create(sim, engine, runner_with_token(sim, token))
+
+        engine.new_provider_process()
+        engine.up(runner_with_token(sim, token, image="ghcr.io/actions/actions-runner:2.328.0"))
+
+        [pod] = sim.kube.pods(NAMESPACE)
+        assert pod["metadata"]["uid"] != leftover["metadata"]["uid"]
+        assert pod["spec"]["containers"][0]["image"] == "ghcr.io/actions/actions-runner:2.328.0"
+        assert [r["id"] for r in sim.github.runners()] == [outputs(engine, "runner")["runner_id"]]

@@ -311,8 +311,9 @@ def test_a_runner_whose_name_is_taken_by_a_live_pod_leaves_that_pod_and_its_secr
     first, second = new_token(sim), new_token(sim)
     with MiniEngine(ROOT) as engine:
         engine.up(runner_with_token(sim, first, runner_name="shared-name"))
-    with MiniEngine(ROOT) as other, pytest.raises(DeploymentFailed, match="already exists and runs with another"):
-        other.up(runner_with_token(sim, second, runner_name="shared-name"))  # another stack, the same name
+    another_stack = MiniEngine(ROOT, stack="other")  # its ownership id differs: project, stack, type and name
+    with another_stack, pytest.raises(DeploymentFailed, match="already exists and runs with another"):
+        another_stack.up(runner_with_token(sim, second, runner_name="shared-name"))
 
     assert secret_token(sim, "shared-name-registration") == first
     pod = sim.kube.pod(NAMESPACE, "shared-name")

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
+from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
 from pulumi_actions_runners.kube_client import KubeClient
 from pulumi_actions_runners.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
 from tests.conftest import ROOT, wait_until
@@ -143,6 +143,22 @@ def test_refresh_finds_a_runner_that_ended_after_its_job_and_the_next_up_restart
 
         assert online(sim)["pool-0"]["id"] != first_id
         assert sim.kube.pod(NAMESPACE, "pool-0")["status"]["phase"] == "Running"
+
+
+def test_a_refresh_the_api_server_fails_says_its_status_and_message_not_the_clients_dump(sim) -> None:
+    """Found by the soak: Read passed the Kubernetes client's exception on as it is, headers and body."""
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, new_token(sim), replicas=1))
+        sim.kube.fail_next("GET", rf"/namespaces/{NAMESPACE}/pods$", 500, count=5)  # the first try and 4 retries
+        with pytest.raises(ProviderError) as failed:
+            engine.refresh()
+
+    last_line = failed.value.details.strip().splitlines()[-1]
+    assert last_line.endswith(
+        "ProviderCallFailed: ServiceException: Kubernetes answered 500 Internal Server Error: "
+        "injected by the simulator: InternalError"
+    ), failed.value.details
+    assert "HTTP response headers" not in failed.value.details
 
 
 def test_destroy_takes_down_every_runner_of_the_pool(sim) -> None:

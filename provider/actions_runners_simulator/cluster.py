@@ -144,6 +144,36 @@ class SimulatedCluster:
     def lose_next_answer(self, method: str, path_regex: str, *, count: int = 1) -> None:
         self._fault_proxy.lose_next_answer(method, path_regex, count=count)
 
+    def delay_next(self, method: str, path_regex: str, seconds: float, *, count: int = 1) -> None:
+        self._fault_proxy.delay_next(method, path_regex, seconds, count=count)
+
+    # --- what tests stage: the node --------------------------------------------------------------------------
+
+    def leave_unscheduled(self, count: int = 1) -> None:
+        """The next ``count`` new pods find no node with room (the scheduler reports them unschedulable)."""
+        self._node.leave_unscheduled(count)
+
+    def fail_image_pulls(self, count: int = 1) -> None:
+        """The next ``count`` pods the node starts cannot pull their images (ErrImagePull, ImagePullBackOff)."""
+        self._node.fail_image_pulls(count)
+
+    def stall_terminations(self, seconds: float, count: int = 1) -> None:
+        """The next ``count`` pods deleted stay terminating for ``seconds`` before the node acts on it."""
+        self._node.stall_terminations(seconds, count)
+
+    def clear_faults(self) -> int:
+        """Forget every fault staged in the proxy and on the node and not met yet; how many there were."""
+        return self._fault_proxy.clear_faults() + self._node.clear_faults()
+
+    def proxy_timeline(self) -> list[dict[str, Any]]:
+        """The fault proxy's requests with their monotonic times."""
+        return self._fault_proxy.timeline()
+
+    @property
+    def _node(self) -> Kubelet:
+        assert self._kubelet is not None, "the cluster is not started"
+        return self._kubelet
+
     @property
     def _fault_proxy(self) -> FaultProxy:
         if self._proxy is None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import runpy
+import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ DYNAMIC_TYPE_PREFIX = "pulumi-python:dynamic"
 PROVIDER_KEY = "__provider"
 SECRET_MARK = {rpc._special_sig_key: rpc._special_secret_sig, "ciphertext": "[encrypted]"}
 START_TIMEOUT_SECONDS = 30
+STEPS_END_TIMEOUT_SECONDS = 3600  # the provider's own waits end long before: its timeouts are minutes
 
 
 class ProviderError(Exception):
@@ -71,7 +74,10 @@ class ProviderProcess:
         )
         self.stderr_lines: list[str] = []
         self.on_stderr: Callable[[str], None] | None = None
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._in_flight: Counter[str] = Counter()
+        self._in_flight_lock = threading.Lock()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         port = _read_line_within(self._process, START_TIMEOUT_SECONDS)
         self._channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         self._stub = provider_pb2_grpc.ResourceProviderStub(self._channel)
@@ -85,10 +91,24 @@ class ProviderProcess:
                 self.on_stderr(line.rstrip("\n"))
 
     def _call(self, method: str, urn: str, request: Any) -> Any:
+        with self._in_flight_lock:
+            self._in_flight[method] += 1
         try:
             return getattr(self._stub, method)(request)
         except grpc.RpcError as error:
             raise ProviderError(method, urn, error.details() or str(error)) from None
+        finally:
+            with self._in_flight_lock:
+                self._in_flight[method] -= 1
+
+    def in_flight(self, method: str) -> int:
+        """How many calls of ``method`` (Create, Delete, Update, ...) are under way now."""
+        with self._in_flight_lock:
+            return self._in_flight[method]
+
+    def kill(self) -> None:
+        """SIGKILL, as when the CI job running `pulumi up` is cancelled: the calls under way fail."""
+        self._process.send_signal(signal.SIGKILL)
 
     def check(self, urn: str, olds: dict, news: dict) -> tuple[dict, list[tuple[str, str]]]:
         response = self._call("Check", urn, provider_pb2.CheckRequest(urn=urn, olds=_struct(olds), news=_struct(news)))
@@ -116,8 +136,10 @@ class ProviderProcess:
 
     def close(self) -> None:
         self._channel.close()
-        self._process.terminate()
+        if self._process.poll() is None:
+            self._process.terminate()
         self._process.wait(timeout=10)
+        self._stderr_reader.join(10)  # stderr_lines is whole from here on
 
 
 @dataclass
@@ -172,12 +194,22 @@ class MiniEngine:
         self.config = dict(config or {})
         self.secret_config = dict(secret_config or {})
         self.state: dict[str, ResourceState] = {}
+        self._env = env
         self.provider = ProviderProcess(program_dir, env)
         self._program_dir = program_dir
         self._lock = threading.Lock()
+        self._steps_under_way = 0
+        self._steps_ended = threading.Condition(self._lock)
 
     def close(self) -> None:
         self.provider.close()
+
+    def new_provider_process(self) -> ProviderProcess:
+        """A provider process of its own for the next operation, as `pulumi up` starts one per run (nothing
+        of the last one's memory carries over)."""
+        self.provider.close()
+        self.provider = ProviderProcess(self._program_dir, self._env)
+        return self.provider
 
     def __enter__(self) -> MiniEngine:
         return self
@@ -247,12 +279,22 @@ class MiniEngine:
         except Exception as error:
             if not run.errors:
                 run.errors.append(error)
+        self._wait_for_steps_under_way()
         if not run.errors and not preview:
             for urn in reversed([u for u in self.state if u not in run.registered]):
                 self._delete(urn, run)
         if run.errors:
             raise DeploymentFailed(run.errors)
         return run.steps
+
+    def _wait_for_steps_under_way(self) -> None:
+        """As the engine does, a failed run still lets the steps under way end: the program's failure ends its
+        wait as soon as one resource fails, while other resources' provider calls may still be running."""
+        with self._steps_ended:
+            if not self._steps_ended.wait_for(lambda: self._steps_under_way == 0, STEPS_END_TIMEOUT_SECONDS):
+                raise RuntimeError(
+                    f"{self._steps_under_way} resource steps were still under way after {STEPS_END_TIMEOUT_SECONDS} s"
+                )
 
     def _execute(self, program: Program | None) -> None:
         target = program if program is not None else _main_program(self._program_dir)
@@ -281,6 +323,7 @@ class MiniEngine:
         with self._lock:
             run.registered.append(urn)
             old = self.state.get(urn)
+            self._steps_under_way += 1
         try:
             if not type_.startswith(DYNAMIC_TYPE_PREFIX):
                 # A resource of another provider (e.g. pulumi_kubernetes): no plugin here, its inputs stand in.
@@ -293,6 +336,10 @@ class MiniEngine:
             with self._lock:
                 run.errors.append(error)
             raise
+        finally:
+            with self._lock:
+                self._steps_under_way -= 1
+                self._steps_ended.notify_all()
 
     def _deploy(
         self,

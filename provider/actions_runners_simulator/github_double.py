@@ -2,10 +2,11 @@
 
 It serves the runner endpoints under ``/api/v3`` (the GitHub Enterprise Server form the product derives from
 a ``config.sh --url``), keeps registrations as GitHub does (online/offline, busy, ephemeral, replaced by
-name) and lets tests inject what a real client must survive: 5xx answers, primary and secondary rate limits
-and slow answers. Simulated runners live in the same process and register through
-`GitHubDouble.register_runner` (or, given a just-in-time config from ``generate-jitconfig``, connect through
-`GitHubDouble.connect_jit_runner`), because real runners talk to the Actions service, not REST.
+name) and lets tests inject what a real client must survive: 5xx answers, primary and secondary rate limits,
+slow answers, connections reset before an answer, and answers lost after the request took effect.
+Simulated runners live in the same process and register through `GitHubDouble.register_runner` (or, given a
+just-in-time config from ``generate-jitconfig``, connect through `GitHubDouble.connect_jit_runner`), because
+real runners talk to the Actions service, not REST.
 It enforces GitHub's primary and secondary rate limits per credential, with the limits configurable.
 """
 
@@ -19,7 +20,9 @@ import logging
 import math
 import re
 import secrets
+import socket
 import string
+import sys
 import threading
 import time
 from collections import deque
@@ -330,6 +333,14 @@ class _Reply:
     status: int
     body: JsonObject | list[JsonObject] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    hang_up: bool = False  # no answer: the connection is closed instead
+
+
+# Injected "statuses" that are no answer: the connection closes before the request is served (a reset), or after
+# it took effect (a lost answer, as when a load balancer drops it). The call log records them as status 0.
+RESET = -1
+LOST_ANSWER = 0
+_HANG_UP = _Reply(0, hang_up=True)
 
 
 def _error(status: int, message: str, documentation_url: str = _DOCS, errors: Sequence[str] = ()) -> _Reply:
@@ -528,6 +539,7 @@ class _TrafficPolicy:
         self._anonymous_budget = _RateBudget(_ANONYMOUS_LIMIT_PER_HOUR, rate_limit_window)
         self._faults: list[_Injection] = []
         self._delays: list[_Injection] = []
+        self._hang_ups: list[_Injection] = []
         self._calls: list[JsonObject] = []
 
     def log(self, method: str, path: str, query: str, headers: Message) -> JsonObject:
@@ -561,7 +573,24 @@ class _TrafficPolicy:
         if injection.remaining < 1:
             raise ValueError(f"count must be at least 1, not {injection.remaining}")
         with self._lock:
-            (self._delays if injection.seconds else self._faults).append(injection)
+            if injection.seconds:
+                self._delays.append(injection)
+            else:
+                (self._hang_ups if injection.status in (RESET, LOST_ANSWER) else self._faults).append(injection)
+
+    def clear_injections(self) -> int:
+        with self._lock:
+            unused = sum(i.remaining for i in (*self._faults, *self._delays, *self._hang_ups))
+            self._faults.clear()
+            self._delays.clear()
+            self._hang_ups.clear()
+        return unused
+
+    def hang_up_for(self, method: str, path: str) -> int | None:
+        """RESET or LOST_ANSWER if the request's connection is to close without an answer."""
+        with self._lock:
+            hang_up = _take(self._hang_ups, method, path)
+        return hang_up.status if hang_up else None
 
     def delay_for(self, method: str, path: str) -> float:
         with self._lock:
@@ -670,6 +699,11 @@ class _Server(ThreadingHTTPServer):
         self.double = double
         self.stopped = False
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a provider process killed mid-request) is no server error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], OSError):  # reset, broken pipe, TLS cut short
+            super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as clients pool their connections to GitHub
@@ -683,6 +717,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         reply = self.server.double._answer(self.command, self.path, self.headers, body)
+        if reply.hang_up:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -757,6 +795,8 @@ class GitHubDouble:
             lock, credentials, rate_limit_per_hour, rate_limit_window_seconds, secondary_limits
         )
         self._server: _Server | None = None
+        self._issued: list[str] = []
+        self._issued_lock = threading.Lock()
         self.url = ""
         self.api_url = ""
 
@@ -843,6 +883,11 @@ class GitHubDouble:
         """REST requests so far, oldest first; ``path_regex`` is searched in the path without /api/v3."""
         return self._traffic.calls(method and method.upper(), path_regex)
 
+    def issued_credentials(self) -> list[str]:
+        """Every registration token, remove token and just-in-time config handed out so far."""
+        with self._issued_lock:
+            return list(self._issued)
+
     def secondary_limit_hits(self) -> int:
         """How many REST requests a secondary limit refused, so a benchmark can show that it stayed within."""
         return self._traffic.secondary_limit_hits()
@@ -874,10 +919,22 @@ class GitHubDouble:
             )
         )
 
+    def reset_next(self, *, count: int = 1, method: str | None = None, path_regex: str = ".*") -> None:
+        """Close the connection of the next ``count`` matching REST requests before serving them."""
+        self._traffic.inject(_Injection(method and method.upper(), re.compile(path_regex), count, status=RESET))
+
+    def lose_next_answer(self, *, count: int = 1, method: str | None = None, path_regex: str = ".*") -> None:
+        """Serve the next ``count`` matching REST requests, then close their connection instead of answering."""
+        self._traffic.inject(_Injection(method and method.upper(), re.compile(path_regex), count, status=LOST_ANSWER))
+
     def delay_next(self, seconds: float, *, count: int = 1, method: str | None = None, path_regex: str = ".*") -> None:
         """Hold the next ``count`` matching REST requests for ``seconds``, so a client's timeout can fire."""
         if seconds > 0:
             self._traffic.inject(_Injection(method and method.upper(), re.compile(path_regex), count, seconds=seconds))
+
+    def clear_faults(self) -> int:
+        """Forget every fault, delay and hang-up injected and not used yet; how many requests they were for."""
+        return self._traffic.clear_injections()
 
     # --- HTTP routing ---
 
@@ -889,9 +946,16 @@ class GitHubDouble:
         path = url.path.removeprefix(API_PREFIX) if is_api else url.path
         entry = self._traffic.log(method, path, url.query, headers)
         request_id = _request_id()
+        hang_up = self._traffic.hang_up_for(method, path) if is_api else None
+        if hang_up == RESET:
+            self._traffic.record_status(entry, 0)
+            return _HANG_UP
         reply = (
             self._answer_api(method, path, url.query, headers, body, request_id) if is_api else _error(404, "Not Found")
         )
+        if hang_up == LOST_ANSWER:
+            self._traffic.record_status(entry, 0)
+            return _HANG_UP
         reply.headers["x-github-request-id"] = request_id
         self._traffic.record_status(entry, reply.status)
         return reply
@@ -922,13 +986,12 @@ class GitHubDouble:
         if (method, item) == ("GET", None):
             return self._list_runners(scope, query)
         if (method, item) == ("POST", "registration-token"):
-            return _Reply(201, self._registry.issue_registration_token(scope))
+            return self._handed_out(_Reply(201, self._registry.issue_registration_token(scope)), "token")
         if (method, item) == ("POST", "remove-token"):
-            return _Reply(201, _new_token(self._token_lifetime))
+            return self._handed_out(_Reply(201, _new_token(self._token_lifetime)), "token")
         if (method, item) == ("POST", "generate-jitconfig"):
-            return self._generate_jitconfig(
-                scope, body, f"{_RUNNER_DOCS}#create-configuration-for-a-just-in-time-runner-for-{article}"
-            )
+            documentation_url = f"{_RUNNER_DOCS}#create-configuration-for-a-just-in-time-runner-for-{article}"
+            return self._handed_out(self._generate_jitconfig(scope, body, documentation_url), "encoded_jit_config")
         if method == "GET" and item and item.isdigit():
             runner = self._registry.get(scope, int(item))
             if runner is None:
@@ -943,6 +1006,13 @@ class GitHubDouble:
                 return _error(422, f'Bad request - Runner "{name}" is still running a job"', documentation_url)
             return _Reply(204)
         return _error(404, "Not Found")
+
+    def _handed_out(self, reply: _Reply, key: str) -> _Reply:
+        """Remember the credential a reply carries, so a soak or test can look for it where none may be."""
+        if isinstance(reply.body, dict) and key in reply.body:
+            with self._issued_lock:
+                self._issued.append(reply.body[key])
+        return reply
 
     def _generate_jitconfig(self, scope: str, body: bytes, documentation_url: str) -> _Reply:
         """A registration made offline now, and the opaque config with which exactly one runner can connect."""

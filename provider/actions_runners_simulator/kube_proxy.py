@@ -2,8 +2,9 @@
 
 The API server itself never fails on demand; a cluster's load balancer, admission webhooks and overloaded
 control planes do. This stages those moments without a second implementation of Kubernetes: an answer replaced
-by an error status (with the API server's own Status body), or a lost answer (the request reaches the API server
-and takes effect, and the connection closes before the answer arrives, as when a load balancer drops it).
+by an error status (with the API server's own Status body), a lost answer (the request reaches the API server
+and takes effect, and the connection closes before the answer arrives, as when a load balancer drops it), or a
+request held long enough for the client's timeout to fire (it still reaches the API server, late).
 It presents the API server's own certificate, so a kubeconfig for it differs only in its address. Responses are
 streamed, so watches (pulumi-kubernetes waits on them) pass through.
 """
@@ -15,7 +16,9 @@ import json
 import re
 import socket
 import ssl
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,6 +29,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 LOST_ANSWER = 0  # a fault "status": the request reaches the API server, which acts on it; no answer comes back
+DELAYED = -1  # a fault "status": the request is held for the fault's seconds, then served
 _REASONS = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid",
     429: "TooManyRequests", 500: "InternalError", 502: "BadGateway", 503: "ServiceUnavailable", 504: "Timeout",
@@ -40,6 +44,7 @@ class _Fault:
     path: re.Pattern[str]
     status: int
     remaining: int
+    seconds: float = 0.0
 
 
 class _Server(ThreadingHTTPServer):
@@ -51,6 +56,11 @@ class _Server(ThreadingHTTPServer):
         self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a provider process killed mid-request) is no proxy error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], OSError):  # reset, broken pipe, TLS cut short
+            super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
@@ -99,7 +109,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._open: set[requests.Response] = set()  # streaming answers (watches): closed by stop()
         self._faults: list[_Fault] = []
-        self._served: list[tuple[str, str, int]] = []
+        self._served: list[tuple[str, str, int, float]] = []
         self._server: _Server | None = None
 
     def start(self) -> FaultProxy:
@@ -133,17 +143,34 @@ class FaultProxy:
         """The next ``count`` matching requests take effect, and their connection closes before any answer."""
         self.fail_next(method, path_regex, LOST_ANSWER, count=count)
 
+    def delay_next(self, method: str, path_regex: str, seconds: float, *, count: int = 1) -> None:
+        """The next ``count`` matching requests are held for ``seconds`` before they go on to the API server."""
+        with self._lock:
+            self._faults.append(_Fault(method, re.compile(path_regex), DELAYED, count, seconds))
+
+    def clear_faults(self) -> int:
+        """Forget every fault staged and not used yet; how many requests they were for."""
+        with self._lock:
+            unused = sum(fault.remaining for fault in self._faults)
+            self._faults.clear()
+        return unused
+
     def requests(self) -> list[tuple[str, str, int]]:
         """(method, path, status) of every request served, in order; 0 for an answer lost on purpose."""
         with self._lock:
-            return list(self._served)
+            return [(method, path, status) for method, path, status, _ in self._served]
 
-    def _take_fault(self, method: str, path: str) -> int | None:
+    def timeline(self) -> list[dict[str, Any]]:
+        """Every request served, with its monotonic time: for a soak's account of what happened."""
+        with self._lock:
+            return [{"method": m, "path": p, "status": s, "at": at} for m, p, s, at in self._served]
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
         with self._lock:
             for fault in self._faults:
                 if fault.remaining > 0 and fault.method == method and fault.path.search(path):
                     fault.remaining -= 1
-                    return fault.status
+                    return fault
         return None
 
     def _handle(self, handler: _Handler) -> None:
@@ -151,8 +178,11 @@ class FaultProxy:
         path = urlsplit(target).path
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else None
-        fault = self._take_fault(method, path)
-        if fault not in (None, LOST_ANSWER):
+        taken = self._take_fault(method, path)
+        fault = taken.status if taken else None
+        if fault == DELAYED:
+            time.sleep(taken.seconds)  # type: ignore[union-attr]
+        elif fault not in (None, LOST_ANSWER):
             self._served_as(method, path, fault)
             self._answer_status(handler, fault)
             return
@@ -186,7 +216,7 @@ class FaultProxy:
 
     def _served_as(self, method: str, path: str, status: int) -> None:
         with self._lock:
-            self._served.append((method, path, status))
+            self._served.append((method, path, status, time.monotonic()))
 
     @staticmethod
     def _answer_status(handler: _Handler, status: int, message: str | None = None) -> None:

@@ -14,7 +14,9 @@ other components do for the objects the provider makes:
   it the API server's admission refuses every pod), and a deleted namespace is emptied, then finalized.
 
 An image from a registry under the reserved ``.invalid`` domain cannot be pulled (ErrImagePull, then
-ImagePullBackOff), so tests can reach that path. Everything it does is recorded in ``events()``.
+ImagePullBackOff), so tests can reach that path. A node's bad moments can be staged too: pods that find no room
+(never scheduled), a registry that refuses pulls, deletions the node is slow to act on (pods stuck terminating).
+Everything it does is recorded in ``events()``.
 """
 
 from __future__ import annotations
@@ -135,14 +137,17 @@ def _run_step(callback: Callable[[], None]) -> None:
         _log.exception("kubelet stand-in: a delayed step failed")
 
 
-def _pulled(container: _Container) -> bool:
+def _pulled(container: _Container, registry_refuses: bool) -> bool:
     """Whether the container's image can be pulled; if not, the container waits as a kubelet's would, in
     ErrImagePull the first time and ImagePullBackOff after."""
     image = container.spec["image"]
     registry = image.split("/", 1)[0] if "/" in image else ""
-    if not registry.split(":")[0].endswith(UNPULLABLE_DOMAIN):
+    if registry_refuses:
+        error = f'failed to pull and unpack image "{image}": unexpected status from HEAD request: 503'
+    elif registry.split(":")[0].endswith(UNPULLABLE_DOMAIN):
+        error = f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": no such host'
+    else:
         return True
-    error = f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": no such host'
     if container.state.get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff"):
         waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}": ErrImagePull: {error}'}
     else:
@@ -232,6 +237,8 @@ class _PodRun:
     kill_at: float | None = None
     done: bool = False  # removed from the API server: nothing more is written
     confirmed: bool = False  # its final grace-0 delete is sent
+    pulls_refused: bool = False  # staged: its images cannot be pulled
+    stalled_until: float = 0.0  # staged: its deletion is not acted on before this (monotonic)
 
     def regular(self) -> list[_Container]:
         return [c for c in self.containers if not c.init]
@@ -255,6 +262,7 @@ class Kubelet:
         self._timers = _Timers()
         self._runs: dict[str, _PodRun] = {}
         self._scheduling: set[str] = set()
+        self._unschedulable: set[str] = set()
         self._finalizing: set[str] = set()
         self._lock = threading.Lock()
         self._events: list[dict[str, Any]] = []
@@ -262,6 +270,8 @@ class Kubelet:
         self._stopped = threading.Event()
         self._streams: set[Any] = set()  # open watch responses, closed by stop()
         self._gone: set[str] = set()  # uids removed from the API server: never adopted after
+        self._staged = {"unscheduled": 0, "pulls_refused": 0}  # counts of pods still to meet a staged fault
+        self._stalls: list[float] = []  # seconds of the next deletions' stalls
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -308,6 +318,35 @@ class Kubelet:
     def events(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._events)
+
+    # --- staged faults -------------------------------------------------------------------------------------
+
+    def leave_unscheduled(self, count: int) -> None:
+        with self._lock:
+            self._staged["unscheduled"] += count
+
+    def fail_image_pulls(self, count: int) -> None:
+        with self._lock:
+            self._staged["pulls_refused"] += count
+
+    def stall_terminations(self, seconds: float, count: int) -> None:
+        with self._lock:
+            self._stalls += [seconds] * count
+
+    def clear_faults(self) -> int:
+        """Forget the staged faults no pod has met yet (pods that met one keep it); how many there were."""
+        with self._lock:
+            unused = sum(self._staged.values()) + len(self._stalls)
+            self._staged = dict.fromkeys(self._staged, 0)
+            self._stalls.clear()
+        return unused
+
+    def _staged_fault(self, kind: str) -> bool:
+        with self._lock:
+            if self._staged[kind] <= 0:
+                return False
+            self._staged[kind] -= 1
+            return True
 
     # --- watches -------------------------------------------------------------------------------------------
 
@@ -469,13 +508,27 @@ class Kubelet:
                 return
             run = self._adopt(pod)
         if run is not None and metadata.get("deletionTimestamp"):
-            self._terminating(run, int(metadata.get("deletionGracePeriodSeconds") or 0))
+            grace = int(metadata.get("deletionGracePeriodSeconds") or 0)
+            with run.lock:
+                if time.monotonic() < run.stalled_until:
+                    return  # the stalled node acts on the deletion later
+                stall = 0.0 if run.deleting or run.done else self._take_stall()
+                run.stalled_until = time.monotonic() + stall if stall else 0.0
+            if stall:
+                self._record("pod_stalled", namespace, name, seconds=stall)
+                self._timers.call_later(stall, lambda: self._terminating(run, grace))
+            else:
+                self._terminating(run, grace)
+
+    def _take_stall(self) -> float:
+        with self._lock:
+            return self._stalls.pop(0) if self._stalls else 0.0
 
     def _schedule_later(self, pod: dict) -> None:
         uid = pod["metadata"]["uid"]
         with self._lock:
-            if uid in self._scheduling:
-                return
+            if uid in self._scheduling or uid in self._unschedulable:
+                return  # on its way, or no node will ever fit it: the one node never changes
             self._scheduling.add(uid)
         self._timers.call_later(self._schedule_delay, lambda: self._schedule(pod))
 
@@ -485,10 +538,18 @@ class Kubelet:
         with self._lock:
             self._scheduling.discard(uid)
         selector = pod["spec"].get("nodeSelector") or {}
-        if any(NODE_LABELS.get(key) != value for key, value in selector.items()):
-            message = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+        no_room = self._staged_fault("unscheduled")
+        if no_room or any(NODE_LABELS.get(key) != value for key, value in selector.items()):
+            message = (
+                "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+                "1 No preemption victims found for incoming pod."
+                if no_room
+                else "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+            )
             condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
             body = {"metadata": {"uid": uid}, "status": {"conditions": [condition | {"lastTransitionTime": _now()}]}}
+            with self._lock:
+                self._unschedulable.add(uid)
             self._call("unschedulable status", self._core.patch_namespaced_pod_status, name, namespace, body)
             self._record("pod_unschedulable", namespace, name)
             return
@@ -536,6 +597,9 @@ class Kubelet:
             if (existing := self._runs.get(run.uid)) is not None:
                 return existing
             self._runs[run.uid] = run
+            if self._staged["pulls_refused"] > 0:
+                self._staged["pulls_refused"] -= 1
+                run.pulls_refused = True
         if not metadata.get("deletionTimestamp"):
             self._timers.call_later(0, lambda: self._start_containers(run))
         return run
@@ -551,7 +615,7 @@ class Kubelet:
                 if container.process is not None or "terminated" in container.state:
                     continue  # running, or done for good (a container to restart waits in CrashLoopBackOff)
                 env = None
-                if _pulled(container):
+                if _pulled(container, run.pulls_refused):
                     try:
                         env = self._resolve_env(run, container.spec)
                     except _ContainerConfigError as error:
@@ -769,8 +833,9 @@ class Kubelet:
         with self._lock:
             run = self._runs.pop(uid, None)
             self._scheduling.discard(uid)
+            self._unschedulable.discard(uid)
             self._gone.add(uid)
-        self._record("pod_removed", namespace, name)
+        self._record("pod_removed", namespace, name, uid=uid)
         if run is None:
             return
         with run.lock:

@@ -59,7 +59,6 @@ CONTENT_CREATING_PER_HOUR = 500  # GitHub's secondary limits: 80 a minute and 50
 HOUR_WINDOWS = 60  # an hour is 60 windows (minutes)
 WRITE_POINTS = 5  # a GET costs 1
 MARGIN_FRACTION = 0.01  # of the window, added before a spent slot counts as free again
-SECONDARY_BACKOFF_SECONDS = 60.0  # GitHub: without retry-after, wait at least a minute, then back off
 
 _WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT"})
@@ -370,7 +369,8 @@ class GitHubBudget:
                 return None
             delay, reason = limit
             if reason == _BACKOFF and not stale:
-                delay = SECONDARY_BACKOFF_SECONDS * 2**self._backoff_attempt
+                # GitHub: without retry-after, wait at least a minute (the budget's window), then back off.
+                delay = self.window_seconds * 2**self._backoff_attempt
                 self._backoff_attempt += 1
             elif reason == _BACKOFF:
                 delay = 0.0  # already waited for in the pause this request belongs to
@@ -399,7 +399,7 @@ class GitHubBudget:
         if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
             return max(0.0, float(headers["x-ratelimit-reset"]) - wall) + 1.0, "primary limit exhausted"
         if status == 429 or "secondary rate limit" in message:
-            return SECONDARY_BACKOFF_SECONDS, _BACKOFF
+            return self.window_seconds, _BACKOFF
         return None
 
     def _pause_for(

@@ -18,6 +18,7 @@ JIT_CONFIG_KEY = "jitconfig"
 JIT_TOKEN_HASH = "jit"  # what a just-in-time runner's pod carries for a token hash: it has no token
 MANAGED_BY = "pulumi-actions-runners"
 TOKEN_HASH_ANNOTATION = "actions-runners.pulumi.io/token-hash"
+SPEC_HASH_ANNOTATION = "actions-runners.pulumi.io/spec-hash"  # RunnerSpec.spec_hash: what the pod was made of
 RUNNER_LABEL = "actions-runners.pulumi.io/runner"
 POOL_LABEL = "actions-runners.pulumi.io/pool"
 OWNER_LABEL = "actions-runners.pulumi.io/owner"  # the resource's ownership id, as on its GitHub registrations
@@ -142,7 +143,7 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
             "name": spec.pod_name,
             "namespace": spec.namespace,
             "labels": _labels(spec),
-            "annotations": {TOKEN_HASH_ANNOTATION: spec.token_hash},
+            "annotations": {TOKEN_HASH_ANNOTATION: spec.token_hash, SPEC_HASH_ANNOTATION: spec.spec_hash},
         },
         "spec": {
             # An ephemeral runner takes one job and exits 0; a persistent one restarts only if it crashed,

@@ -218,6 +218,7 @@ class _Pool:
             self.timeouts.register_timeout_seconds,
             self.timeouts.unregister_timeout_seconds,
             self.timeouts.pod_gone_timeout_seconds,
+            self.timeouts.grace_period_seconds,
         )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .credentials import GITHUB_TOKEN_ENV, trimmed_credential_inputs
+from .kube_client import describe
 
 REDACTED = "[redacted]"
 # Shorter values are no credential, and scrubbing them would mangle ordinary words of a message.
@@ -91,8 +92,9 @@ def scrub_all(texts: Iterable[str] | None) -> list[str]:
 
 
 def scrubbed_error(error: BaseException) -> str:
-    """The error's type and message, scrubbed: what a user needs, and nothing of a credential."""
-    return scrub(f"{type(error).__name__}: {error}")
+    """The error's type and message, scrubbed: what a user needs, and nothing of a credential (nor, for an
+    error of the Kubernetes client, its dump of headers and body)."""
+    return scrub(f"{type(error).__name__}: {describe(error) if isinstance(error, Exception) else error}")
 
 
 def scrubbed_provider(cls: P) -> P:

@@ -6,7 +6,9 @@ once). Runner names are unique per GitHub repository, organization or enterprise
 takes over a registration of the name even while it runs a job: so before anything is written, the name must
 be free or registered by this very resource (its ownership label, see manifests.owner_label). Create must
 leave nothing behind when it fails (Pulumi forgets a resource whose Create raised), so whatever it made is
-taken down through the same RemoveRunner-guarded teardown as any other runner.
+taken down through the same RemoveRunner-guarded teardown as any other runner. A runner this very resource
+made with another token or spec, left by a Create that never finished (its provider killed), is taken down the
+same way before the new one starts: adopted, it would make the state untrue; left, it would block every run.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from .github_client import RunnerNameTaken as GitHubNameTaken
 from .kube_client import PodAlreadyExists, pod_finished, pod_live, pod_stuck
 from .logs import ROUTINE
 from .manifests import (
+    OWNER_LABEL,
     POOL_LABEL,
     RUNNER_LABEL,
+    SPEC_HASH_ANNOTATION,
     TOKEN_HASH_ANNOTATION,
     RunnerSpec,
     made_by,
@@ -35,6 +39,7 @@ from .teardown import (
     PodApi,
     RunnerLocation,
     RunnerRegistry,
+    RunnerStillBusy,
     TeardownTimeouts,
     owns,
     tear_down_runner,
@@ -94,6 +99,7 @@ class StartTimeouts:
     register_timeout_seconds: float
     unregister_timeout_seconds: float
     pod_gone_timeout_seconds: float
+    grace_period_seconds: float  # for a leftover runner of this resource taken down first
 
 
 def start_runner(
@@ -116,6 +122,9 @@ def start_runner(
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
     if not name_checked:
         ours = check_name_ours(spec, github)
+    if existing is not None and _leftover(spec, existing):
+        _take_down_leftover(spec, github, pods, clock, timeouts)
+        existing, ours = None, None
     jit: JitConfig | None = None
     try:
         if existing is not None and pod_live(existing):
@@ -160,6 +169,34 @@ def start_runner(
         raise
 
 
+def _take_down_leftover(
+    spec: RunnerSpec, github: JitRegistry, pods: PodCreator, clock: Clock, timeouts: StartTimeouts
+) -> None:
+    """A runner of this resource left by a create that did not finish, made with another token or spec: taken
+    down as a replacement takes down its old runner, before anything of the new one is written."""
+    log.info(
+        "pod %s/%s is this resource's, made with another token or spec by a create that did not finish; taking "
+        "it down first",
+        spec.namespace,
+        spec.pod_name,
+    )
+    leftover = RunnerLocation.of(spec, None, ephemeral=False)  # as it was made is unknown: swept as persistent
+    teardown = TeardownTimeouts(
+        timeouts.grace_period_seconds, timeouts.unregister_timeout_seconds, timeouts.pod_gone_timeout_seconds
+    )
+    try:
+        report = tear_down_runner(leftover, github, pods, clock, teardown)
+    except RunnerStillBusy:
+        raise RunnerStillBusy(
+            f"pod {spec.namespace}/{spec.pod_name} is this resource's runner from an earlier run that did not "
+            "finish (made with another token or spec), and it is still running a job after "
+            f"{timeouts.unregister_timeout_seconds:.0f} s (unregister_timeout_seconds): it was left running and "
+            "nothing new was created. Run the update again once the job has finished."
+        ) from None
+    if report.foreign is not None:  # the name's registration is another's: never to be taken over
+        raise RunnerNameTaken(spec, [report.foreign])
+
+
 def check_name_ours(spec: RunnerSpec, github: RunnerRegistry) -> dict[str, Any] | None:
     """The registration of the name if it is this resource's, None if there is none; RunnerNameTaken if it is
     registered by a runner that is not provably this resource's."""
@@ -193,16 +230,28 @@ def _is_ours(spec: RunnerSpec, pod: Any) -> bool:
 
 
 def _is_this_runners(spec: RunnerSpec, pod: Any) -> bool:
-    """Ours, and made with this token."""
-    token_hash = (pod.metadata.annotations or {}).get(TOKEN_HASH_ANNOTATION) if pod is not None else None
-    return pod is not None and _is_ours(spec, pod) and token_hash == spec.token_hash
+    """Ours, and made with this token and spec (a pod of a version before spec hashes: with this token)."""
+    if pod is None or not _is_ours(spec, pod):
+        return False
+    annotations = pod.metadata.annotations or {}
+    made_with = annotations.get(SPEC_HASH_ANNOTATION, spec.spec_hash)
+    return (annotations.get(TOKEN_HASH_ANNOTATION), made_with) == (spec.token_hash, spec.spec_hash)
+
+
+def _leftover(spec: RunnerSpec, pod: Any) -> bool:
+    """A live pod that this very resource made (its ownership label says so) with another token or spec."""
+    proven = spec.owner is not None and (pod.metadata.labels or {}).get(OWNER_LABEL) == spec.owner
+    return proven and _is_ours(spec, pod) and pod_live(pod) and not _is_this_runners(spec, pod)
 
 
 def _in_the_way(spec: RunnerSpec, pod: Any) -> bool:
-    """A pod of the name that is not this runner's: a live one of another token, or any of another resource."""
+    """A pod of the name that is not this runner's: any of another resource, or a live one of another token or
+    spec that cannot be proven this resource's (made before ownership labels)."""
     if pod is None:
         return False
-    return not _is_ours(spec, pod) or (pod_live(pod) and not _is_this_runners(spec, pod))
+    if not _is_ours(spec, pod):
+        return True
+    return pod_live(pod) and not _is_this_runners(spec, pod) and not _leftover(spec, pod)
 
 
 def _pod_in_the_way(spec: RunnerSpec) -> PodAlreadyExists:

@@ -74,6 +74,7 @@ class RunnerProvider(ResourceProvider):
                     register_timeout_seconds=props["register_timeout_seconds"],
                     unregister_timeout_seconds=props["unregister_timeout_seconds"],
                     pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+                    grace_period_seconds=props["grace_period_seconds"],
                 ),
             )
         outs = {

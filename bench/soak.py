@@ -1,0 +1,652 @@
+"""Soak (not a test): seeded rounds of changes, busy jobs, injected faults and killed provider processes.
+
+Each round changes a stack of lone Runners and RunnerPools (token rotation, spec change, scaling, max_unavailable,
+a lone runner added or removed, destroy and recreate, refresh then up), while jobs run on random runners (some
+longer than ``unregister_timeout_seconds``; ephemeral runners exit after theirs), with faults injected in the
+GitHub double, in the fault proxy in front of the real API server, and on the node, and sometimes with the
+provider process SIGKILLed in the middle of a Create, Delete or pool Update. Every `up`, `refresh` and `destroy`
+gets a provider process of its own, as `pulumi` starts one per run. After each round the faults are cleared, the
+jobs are let finish, and at most two clean `refresh` + `up` runs (the scheduled pipeline's `up --refresh`)
+must bring the stack to where the invariants hold, checked against the doubles' own records:
+
+1. no job lost (the simulated runners' ``jobs_killed`` stays empty);
+2. nothing leaked: every pod, Secret and registration of ours belongs to a runner in the state, and each runner
+   in the state has them (after a destroy: nothing is left);
+3. the state is true: ids, names, pods and token hashes as GitHub and the API server hold them;
+4. every failure message is clear (the provider's own error, no Python error from a bug) and holds no
+   credential, nor does the provider's log.
+
+A violation prints the seed, the round, what it changed, the faults, the kill, and the timeline of the doubles'
+records, so that ``--seed`` replays the same choices. The last line, alone on it:
+
+    soak: operations=N rounds=R faults=F kills=K violations=V jobs_killed=J leaked=L seed=S
+
+operations: runner pods taken down (replacements, scale-downs, teardowns), counted from the API server's removals;
+faults: requests or pods that met an injected fault; kills: provider processes killed.
+
+    .venv/bin/python bench/soak.py [--seed S] [--minutes M] [--operations N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from actions_runners_simulator.audit import audit, state_runners, unconverged_pools
+from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
+from actions_runners_simulator.simulator import OWNER, REPOSITORY, Simulator
+from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "actions-runners"
+TOKEN_LIFETIME_SECONDS = 3000  # the longest refresh_before_seconds: a token made due renews at once
+TIME_SCALE = 60.0  # GitHub's minute and hour, shrunk: its limits apply as to a fleet 60 times as fast
+GRACE_SECONDS = 0.2
+UNREGISTER_TIMEOUT_SECONDS = 3.0  # some jobs run longer: their runner's replacement waits for the next run
+REGISTER_TIMEOUT_SECONDS = 12.0  # a pod that is never scheduled or cannot pull fails its start after this
+JOBS_END_TIMEOUT_SECONDS = 30.0
+RUNNERS_EXIT_TIMEOUT_SECONDS = 5.0
+SETTLE_RUNS = 2
+FOREIGN_RUNNERS = 20
+IMAGES = ("ghcr.io/actions/actions-runner:2.329.0", "ghcr.io/actions/actions-runner:2.328.0")
+LABEL_SETS = (("soak",), ("soak", "linux"), ("soak", "large"))
+# A provider error of this type is a bug's, not a message meant for a user.
+BUG_TYPES = (
+    "KeyError", "TypeError", "AttributeError", "IndexError", "AssertionError", "NameError", "UnboundLocalError",
+    "ZeroDivisionError", "RecursionError", "NotImplementedError", "JSONDecodeError", "StopIteration",
+)  # fmt: skip
+# What the engine sees of a provider it killed itself: no message of the provider's.
+KILLED_PROVIDER = ("Socket closed", "Connection reset", "failed to connect", "Broken pipe", "UNAVAILABLE")
+
+
+# --- the stack ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerShape:
+    jit: bool
+    labels: tuple[str, ...]
+    image: str
+    ephemeral: bool = True
+
+
+@dataclass(frozen=True)
+class PoolShape(RunnerShape):
+    replicas: int = 4
+    max_unavailable: int | str = "50%"
+
+
+@dataclass
+class StackShape:
+    runners: dict[str, RunnerShape]
+    pools: dict[str, PoolShape]
+    token_due: bool = False  # the RegistrationToken is renewed by this run
+
+    def describe(self) -> str:
+        pools = ", ".join(f"{n}x{p.replicas}" for n, p in self.pools.items())
+        return f"{len(self.runners)} Runners, pools {pools or 'none'}"
+
+
+def program(sim: Simulator, shape: StackShape) -> Callable[[], None]:
+    def declare() -> None:
+        token = RegistrationToken(
+            "registration",
+            github_url=sim.repo_url,
+            github_token=sim.credential,
+            refresh_before_seconds=TOKEN_LIFETIME_SECONDS if shape.token_due else 0,
+        )
+        common = {
+            "github_url": sim.repo_url,
+            "namespace": NAMESPACE,
+            "github_token": sim.credential,
+            "kubeconfig": str(sim.kubeconfig),
+            "grace_period_seconds": GRACE_SECONDS,
+            "unregister_timeout_seconds": UNREGISTER_TIMEOUT_SECONDS,
+            "register_timeout_seconds": REGISTER_TIMEOUT_SECONDS,
+        }
+        for name, runner in shape.runners.items():
+            Runner(name, **common, **_runner_args(runner, token))
+        for name, pool in shape.pools.items():
+            RunnerPool(
+                name,
+                pool_name=name,
+                replicas=pool.replicas,
+                max_unavailable=pool.max_unavailable,
+                **common,
+                **_runner_args(pool, token),
+            )
+
+    return declare
+
+
+def _runner_args(shape: RunnerShape, token: RegistrationToken) -> dict[str, Any]:
+    return {
+        "registration_token": None if shape.jit else token,
+        "jit_config": shape.jit,
+        "labels": list(shape.labels),
+        "image": shape.image,
+        "ephemeral": shape.ephemeral,
+    }
+
+
+def first_shape(rng: random.Random) -> StackShape:
+    runners = {
+        f"runner-{i}": RunnerShape(jit=i < 2, labels=rng.choice(LABEL_SETS), image=IMAGES[0], ephemeral=i != 5)
+        for i in range(6)
+    }
+    pools = {
+        "pool-a": PoolShape(jit=False, labels=("soak",), image=IMAGES[0], replicas=rng.randint(60, 80)),
+        "pool-b": PoolShape(jit=True, labels=("soak",), image=IMAGES[0], replicas=rng.randint(30, 40)),
+    }
+    return StackShape(runners, pools)
+
+
+# --- what a round changes -------------------------------------------------------------------------------------
+
+
+def change_stack(rng: random.Random, shape: StackShape, *, in_place: bool = False) -> str:
+    """Change ``shape`` in place; the change's description. "destroy" and "refresh" are done by the round;
+    ``in_place``: only a change of the stack's resources (the next commit after a cancelled run)."""
+    kinds = {"rotate": 4, "spec": 4, "scale": 2, "max_unavailable": 0.5, "add_remove": 0.7, "destroy": 0.5}
+    kinds["refresh"] = 0.5
+    if in_place:
+        kinds = {"rotate": 1, "spec": 1, "scale": 1}
+    kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
+    if kind == "rotate":
+        shape.token_due = True
+        return "rotate: the RegistrationToken is due"
+    if kind in ("scale", "max_unavailable"):
+        name = rng.choice(sorted(shape.pools))
+        pool = shape.pools[name]
+        if kind == "scale":
+            replicas = max(10, min(90, pool.replicas + rng.choice([-15, -5, -2, 2, 5, 15])))
+            shape.pools[name] = replace(pool, replicas=replicas)
+            return f"scale: {name} {pool.replicas} -> {replicas}"
+        value = rng.choice([5, 10, "25%", "50%", "100%"])
+        shape.pools[name] = replace(pool, max_unavailable=value)
+        return f"max_unavailable: {name} {pool.max_unavailable} -> {value}"
+    if kind == "add_remove":
+        free = [f"runner-{i}" for i in range(10) if f"runner-{i}" not in shape.runners]
+        if shape.runners and (not free or rng.random() < 0.5):
+            name = rng.choice(sorted(shape.runners))
+            del shape.runners[name]
+            return f"remove: {name}"
+        name = rng.choice(free)
+        shape.runners[name] = RunnerShape(jit=rng.random() < 0.4, labels=("soak",), image=IMAGES[0])
+        return f"add: {name}"
+    if kind == "spec":
+        # A pool two times in three: a pool's spec change rotates all its runners.
+        targets: dict[str, Any] = shape.pools if rng.random() < 2 / 3 or not shape.runners else shape.runners
+        name = rng.choice(sorted(targets))
+        target = targets[name]
+        aspect = rng.choices(["labels", "image", "jit"], weights=[2, 2, 1])[0]
+        if aspect == "labels":
+            changed = replace(target, labels=rng.choice([s for s in LABEL_SETS if s != target.labels]))
+        elif aspect == "image":
+            changed = replace(target, image=IMAGES[1] if target.image == IMAGES[0] else IMAGES[0])
+        else:
+            changed = replace(target, jit=not target.jit)
+        (shape.pools if name in shape.pools else shape.runners)[name] = changed
+        return f"spec: {name} {aspect} -> {getattr(changed, aspect)}"
+    return kind
+
+
+# --- faults -----------------------------------------------------------------------------------------------------
+
+RUNNER_ITEM, RUNNER_LIST = r"/actions/runners/\d+$", r"/actions/runners$"
+JIT, REGISTRATION_TOKEN = r"/generate-jitconfig$", r"/registration-token$"
+GITHUB_CALLS = [("DELETE", RUNNER_ITEM), ("GET", RUNNER_ITEM), ("GET", RUNNER_LIST), ("POST", JIT)]
+GITHUB_CALLS += [("POST", REGISTRATION_TOKEN)]
+PODS, POD = rf"/namespaces/{NAMESPACE}/pods$", rf"/namespaces/{NAMESPACE}/pods/[^/]+$"
+SECRETS, SECRET = rf"/namespaces/{NAMESPACE}/secrets$", rf"/namespaces/{NAMESPACE}/secrets/[^/]+$"
+KUBE_CALLS = [("POST", PODS), ("GET", POD), ("DELETE", POD), ("GET", PODS), ("POST", SECRETS)]
+KUBE_CALLS += [("PUT", SECRET), ("DELETE", SECRET)]
+
+
+def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
+    """Stage one fault: its description, and how many requests or pods it is for."""
+    kinds = {"gh5xx": 3, "gh403": 2, "gh429": 2, "primary": 1, "gh_timeout": 0.5, "gh_reset": 2, "gh_lost": 2}
+    kinds |= {"k5xx": 3, "k409": 1, "k_timeout": 0.3, "k_lost": 2, "stuck": 1.5, "unscheduled": 1, "unpullable": 1}
+    kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
+    method, path = rng.choice(GITHUB_CALLS)
+    at = f"GitHub {method} {path}"
+    count = rng.randint(1, 3)
+    if kind in ("primary", "gh_timeout", "gh_lost", "k409", "k_timeout", "k_lost"):
+        count = 1
+    if kind == "gh5xx":
+        status = rng.choice([500, 502])
+        count = rng.choice([1, 2, 3, 6])  # 6: more than the client's retries
+        sim.github.fail_next(status, count=count, method=method, path_regex=path)
+        return f"{status} x{count} at {at}", count
+    if kind in ("gh403", "gh429"):
+        status = 403 if kind == "gh403" else 429
+        retry_after = rng.choice([None, 1, 2])
+        sim.github.fail_next(status, count=count, method=method, path_regex=path, retry_after=retry_after)
+        return f"secondary limit {status} x{count} (retry-after {retry_after}) at {at}", count
+    if kind == "primary":
+        sim.github.fail_next(403, method=method, path_regex=path, rate_limit_reset_in=2)
+        return f"primary limit exhausted (reset in 2 s) at {at}", count
+    if kind == "gh_timeout":
+        sim.github.delay_next(11.0, method=method, path_regex=path)  # the client's timeout is 10 s
+        return f"timeout at {at}", count
+    if kind == "gh_reset":
+        sim.github.reset_next(count=count, method=method, path_regex=path)
+        return f"connection reset x{count} at {at}", count
+    if kind == "gh_lost":
+        method, path = rng.choice([("DELETE", RUNNER_ITEM), ("POST", JIT), ("POST", REGISTRATION_TOKEN)])
+        sim.github.lose_next_answer(method=method, path_regex=path)
+        return f"answer lost at GitHub {method} {path}", count
+    method, path = rng.choice(KUBE_CALLS)
+    at = f"Kubernetes {method} {path}"
+    if kind == "k5xx":
+        count = rng.choice([1, 2, 3, 5])  # 5: the first try and all 4 retries
+        sim.kube.fail_next(method, path, 500, count=count)
+        return f"500 x{count} at {at}", count
+    if kind == "k409":
+        method, path = rng.choice([("PUT", SECRET), ("DELETE", POD)])
+        sim.kube.fail_next(method, path, 409)
+        return f"409 at Kubernetes {method} {path}", count
+    if kind == "k_timeout":
+        sim.kube.delay_next(method, path, 31.0)  # the client's read timeout is 30 s
+        return f"timeout at {at}", count
+    if kind == "k_lost":
+        method, path = rng.choice([("POST", PODS), ("DELETE", POD), ("POST", SECRETS), ("DELETE", SECRET)])
+        sim.kube.lose_next_answer(method, path)
+        return f"answer lost at Kubernetes {method} {path}", count
+    if kind == "stuck":
+        seconds = rng.choice([2.0, 5.0, 10.0])
+        sim.kube.stall_terminations(seconds, count)
+        return f"{count} pods stuck terminating for {seconds:g} s", count
+    if kind == "unscheduled":
+        sim.kube.leave_unscheduled(count)
+        return f"{count} pods never scheduled", count
+    sim.kube.fail_image_pulls(count)
+    return f"{count} pods whose image cannot be pulled", count
+
+
+# --- jobs and kills ---------------------------------------------------------------------------------------------
+
+
+class JobFeeder:
+    """Starts jobs on random idle runners of ours while a round runs."""
+
+    def __init__(self, sim: Simulator, rng: random.Random) -> None:
+        self._sim, self._rng = sim, rng
+        self._stop = threading.Event()
+        self.started = 0
+        self._thread = threading.Thread(target=self._feed, name="soak-jobs", daemon=True)
+
+    def __enter__(self) -> JobFeeder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _feed(self) -> None:
+        while not self._stop.wait(0.2):
+            idle = [
+                r["name"]
+                for r in self._sim.github.runners()
+                if r["status"] == "online" and not r["busy"] and not r["name"].startswith("foreign-")
+            ]
+            if not idle or self._rng.random() < 0.4:
+                continue
+            kind = self._rng.random()
+            if kind < 0.7:
+                seconds = self._rng.uniform(0.2, 2.0)
+            elif kind < 0.9:
+                seconds = self._rng.uniform(2.0, UNREGISTER_TIMEOUT_SECONDS)
+            else:
+                seconds = self._rng.uniform(UNREGISTER_TIMEOUT_SECONDS + 1, UNREGISTER_TIMEOUT_SECONDS + 5)
+            try:
+                self._sim.github.start_job(self._rng.choice(idle), seconds)
+                self.started += 1
+            except LookupError:
+                pass  # it went busy or offline meanwhile
+
+
+@dataclass
+class KillPlan:
+    methods: tuple[str, ...]
+    after_seconds: float
+    killed: str = ""  # what it killed, once it did
+
+
+class Killer:
+    """SIGKILLs the engine's provider process ``after_seconds`` into a call of one of ``methods``."""
+
+    def __init__(self, engine: MiniEngine, plan: KillPlan | None) -> None:
+        self._engine, self._plan = engine, plan
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="soak-killer", daemon=True)
+
+    def __enter__(self) -> Killer:
+        if self._plan is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._plan is not None:
+            self._thread.join()
+
+    def _watch(self) -> None:
+        plan = self._plan
+        assert plan is not None
+        while not self._stop.wait(0.02):
+            provider = self._engine.provider
+            calls = [m for m in plan.methods if provider.in_flight(m)]
+            if not calls or self._stop.wait(plan.after_seconds):
+                continue
+            if any(provider.in_flight(m) for m in calls):
+                provider.kill()
+                plan.killed = f"{'/'.join(calls)} killed {plan.after_seconds:.2f} s in"
+                return
+
+
+# --- the soak ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Totals:
+    rounds: int = 0
+    faults: int = 0
+    kills: int = 0
+    violations: int = 0
+    jobs_killed: int = 0
+    leaked: int = 0
+    jobs: int = 0
+
+
+@dataclass
+class Round:
+    number: int
+    started: float
+    change: str = ""
+    faults: list[str] = field(default_factory=list)
+    staged: int = 0  # requests or pods the faults are for
+    kill: KillPlan | None = None
+    runs: list[str] = field(default_factory=list)  # each run and how it ended
+    errors: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+
+class Soak:
+    def __init__(self, sim: Simulator, engine: MiniEngine, seed: int) -> None:
+        self.sim, self.engine, self.seed = sim, engine, seed
+        self.rng = random.Random(seed)
+        self.shape = first_shape(self.rng)
+        self.totals = Totals()
+        self.foreign_ids = register_foreign_runners(sim, FOREIGN_RUNNERS)
+
+    def operations(self) -> int:
+        """Runner pods gone from the API server, as the kubelet stand-in's watch of it saw them go."""
+        events = self.sim.kube.events()
+        return len({e["uid"] for e in events if e["type"] == "pod_removed" and e["namespace"] == NAMESPACE})
+
+    def run(self, minutes: float, operations: int, rounds: int | None) -> None:
+        deadline = time.monotonic() + minutes * 60
+        first = Round(0, time.monotonic(), change=f"create: {self.shape.describe()}")
+        self.settle(first, "up")
+        self.report(first)
+        while self.operations() < operations and time.monotonic() < deadline:
+            if rounds is not None and self.totals.rounds >= rounds:
+                break
+            self.round(self.totals.rounds + 1)
+
+    def round(self, number: int) -> None:
+        current = Round(number, time.monotonic())
+        current.change = change_stack(self.rng, self.shape)
+        for _ in range(self.rng.choice([0, 1, 2, 2, 3, 4])):
+            description, applications = inject_fault(self.rng, self.sim)
+            current.faults.append(description)
+            current.staged += applications
+        if self.rng.random() < 0.25:
+            methods = self.rng.choice([("Create",), ("Delete",), ("Update",), ("Create", "Delete", "Update")])
+            current.kill = KillPlan(methods, self.rng.uniform(0.0, 2.5))
+        jobs = random.Random(self.rng.random())
+        destroy = current.change == "destroy"
+        with JobFeeder(self.sim, jobs) as feeder:
+            if destroy:
+                self.execute(current, "destroy", kill=current.kill)
+            else:
+                self.execute(current, "refresh+up" if current.change == "refresh" else "up", kill=current.kill)
+            self.shape.token_due = False
+            if current.kill is not None and not destroy:
+                # The next pipeline run after a cancelled one, with the next commit's change (made whether the
+                # kill came or not, so that a seed makes the same choices however the timing falls). After a
+                # destroy, the next run is the settling destroy.
+                current.change += f"; then {change_stack(self.rng, self.shape, in_place=True)}"
+                self.execute(current, "up")
+                self.shape.token_due = False
+        self.totals.jobs += feeder.started
+        unused = self.sim.github.clear_faults() + self.sim.kube.clear_faults()
+        self.totals.faults += current.staged - unused
+        if current.kill is not None and current.kill.killed:
+            self.totals.kills += 1
+        if destroy:
+            self.settle(current, "destroy")
+            self.settle(current, "up")
+        else:
+            self.settle(current, "up")
+        self.totals.rounds += 1
+        self.report(current)
+
+    def execute(self, current: Round, operation: str, *, kill: KillPlan | None = None) -> bool:
+        """One run of `pulumi` (up, refresh+up or destroy) with a provider process of its own."""
+        provider = self.engine.new_provider_process()
+        steps: list[Any] = []
+        ok = True
+        with Killer(self.engine, kill):
+            try:
+                if operation == "destroy":
+                    steps = self.engine.destroy()
+                else:
+                    if operation == "refresh+up":
+                        steps = self.engine.refresh()
+                    steps += self.engine.up(program(self.sim, self.shape))
+            except (DeploymentFailed, ProviderError, CheckFailed) as failure:
+                ok = False
+                errors = failure.errors if isinstance(failure, DeploymentFailed) else [failure]
+                killed = kill is not None and bool(kill.killed)
+                for error in errors:
+                    current.errors.append(str(error))
+                    current.violations += unclear(error, killed)
+        counts: dict[str, int] = {}
+        for step in steps:
+            counts[step.op] = counts.get(step.op, 0) + 1
+        current.runs.append(f"{operation}: {'ok' if ok else 'failed'} {counts}")
+        provider.close()  # its log is whole once it has exited
+        state = json.dumps(self.engine.export())
+        current.violations += leaked_credentials(self.sim, [*provider.stderr_lines, *current.errors, state])
+        return ok
+
+    def settle(self, current: Round, operation: str) -> None:
+        """Once the jobs have ended, at most two clean runs; then the invariants."""
+        wait_for_jobs_to_end(self.sim)
+        wait_for_finished_runners_to_exit(self.sim)
+        for _ in range(SETTLE_RUNS):
+            if self.execute(current, "destroy" if operation == "destroy" else "refresh+up"):
+                break
+        else:
+            current.violations.append(f"{operation} did not succeed after {SETTLE_RUNS} clean runs")
+        resources = [(r.type, r.urn.split("::")[-1], r.outputs) for r in self.engine.state.values()]
+        expected = [] if operation == "destroy" else state_runners(resources)
+        findings = audit(self.sim, expected, namespace=NAMESPACE, foreign_ids=self.foreign_ids)
+        findings += unconverged_pools(resources)
+        killed = self.sim.runners.jobs_killed
+        if killed:
+            current.violations.append(f"jobs lost on {', '.join(killed)}")
+            self.totals.jobs_killed += len(killed)
+            killed.clear()
+        self.totals.leaked += sum(1 for f in findings if f.kind == "leaked")
+        current.violations += [f"after {operation}: {f}" for f in findings]
+
+    def report(self, current: Round) -> None:
+        seconds = time.monotonic() - current.started
+        kill = current.kill.killed if current.kill and current.kill.killed else "none"
+        status = "ok" if not current.violations else f"{len(current.violations)} VIOLATIONS"
+        print(
+            f"round {current.number}: {current.change} | faults: {'; '.join(current.faults) or 'none'} | kill: {kill}"
+            f" | {' / '.join(current.runs)} | operations {self.operations()} | {seconds:.1f} s | {status}",
+            flush=True,
+        )
+        for error in current.errors[:3]:
+            print(f"  failed as expected: {error[:300]}")
+        if current.violations:
+            self.totals.violations += len(current.violations)
+            print_violation(self, current)
+
+
+def unclear(error: Exception, killed: bool) -> list[str]:
+    """Why a failure's message is not one a user should see, if it is not."""
+    if isinstance(error, ProviderError):
+        # The SDK's server sends a traceback; the provider's own message follows its last line's type.
+        message = error.details.partition("ProviderCallFailed: ")[2]
+        if not message and killed and any(sign in error.details for sign in KILLED_PROVIDER):
+            return []  # the engine's word for a provider it lost, not the provider's
+        if not message:
+            return [f"a provider error that is not the provider's own message: {error}"]
+        if message.split(":", 1)[0] in BUG_TYPES:
+            return [f"a bug's error reached the CLI: {message}"]
+        text = message
+    else:
+        text = str(error)
+        if "Traceback (most recent call last)" in text or any(f"{t}:" in text for t in BUG_TYPES):
+            return [f"an unclear failure: {text}"]
+    if "HTTP response headers" in text:
+        return [f"a Kubernetes client's dump instead of a message: {text[:300]}"]
+    return []
+
+
+def leaked_credentials(sim: Simulator, texts: list[str]) -> list[str]:
+    secrets = [sim.credential, *sim.github.issued_credentials()]
+    found = []
+    for text in texts:
+        if any(secret in text for secret in secrets):
+            found.append(f"a credential in a message or log line: {text[:200]}…")
+    return found
+
+
+def wait_for_jobs_to_end(sim: Simulator) -> None:
+    deadline = time.monotonic() + JOBS_END_TIMEOUT_SECONDS
+    while any(r["busy"] for r in sim.github.runners()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"jobs still running after {JOBS_END_TIMEOUT_SECONDS:.0f} s: the job feeder is wrong")
+        time.sleep(0.1)
+
+
+def wait_for_finished_runners_to_exit(sim: Simulator) -> None:
+    """An ephemeral runner's registration goes as its job ends; its pod ends a moment later. Until then a refresh
+    would see a running pod without a registration."""
+    deadline = time.monotonic() + RUNNERS_EXIT_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        registered = {r["name"] for r in sim.github.runners()}
+        running = [
+            p
+            for p in sim.kube.pods(NAMESPACE)
+            if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        if all(p["metadata"]["name"] in registered for p in running):
+            return
+        time.sleep(0.1)
+    # Not an error here: what is left is for the invariants to judge.
+
+
+class _Idle:
+    def job_started(self) -> None: ...
+
+    def job_finished(self) -> None: ...
+
+    def removed(self) -> None: ...
+
+
+def register_foreign_runners(sim: Simulator, count: int) -> list[int]:
+    """Runners of the same repository that no resource manages (a team's own): never to be touched."""
+    url = f"{sim.github.api_url}/repos/{OWNER}/{REPOSITORY}/actions/runners/registration-token"
+    response = requests.post(url, headers={"Authorization": f"Bearer {sim.credential}"}, timeout=10)
+    response.raise_for_status()
+    token = response.json()["token"]
+    return [
+        sim.github.register_runner(
+            github_url=sim.repo_url,
+            token=token,
+            name=f"foreign-{index}",
+            labels=["foreign"],
+            ephemeral=False,
+            listener=_Idle(),
+            replace=False,
+        )
+        for index in range(count)
+    ]
+
+
+def print_violation(soak: Soak, current: Round) -> None:
+    print(f"VIOLATION seed={soak.seed} round={current.number}", flush=True)
+    print(f"  change: {current.change}; stack: {soak.shape.describe()}")
+    print(f"  faults: {'; '.join(current.faults) or 'none'}")
+    print(f"  kill: {current.kill.killed if current.kill and current.kill.killed else 'none'}")
+    for run in current.runs:
+        print(f"  run: {run}")
+    for error in current.errors:
+        print(f"  error: {error}")
+    for violation in current.violations:
+        print(f"  violated: {violation}")
+    print("  timeline (GitHub double, fault proxy, node), last 120 entries:")
+    events = [
+        (c["at"], f"github {c['method']} {c['path']} -> {c['status']}")
+        for c in soak.sim.github.calls()
+        if c["at"] >= current.started
+    ]
+    events += [
+        (r["at"], f"kube {r['method']} {r['path']} -> {r['status']}")
+        for r in soak.sim.kube.proxy_timeline()
+        if r["at"] >= current.started and "watch" not in r["path"]
+    ]
+    events += [(e["at"], f"node {e['type']} {e['name']}") for e in soak.sim.kube.events() if e["at"] >= current.started]
+    for at, line in sorted(events)[-120:]:
+        print(f"    +{at - current.started:7.2f} s {line}")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=None, help="the seed to replay (default: a new one)")
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--operations", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds (a smoke run)")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
+    print(f"soak: seed {seed}, until {args.operations} operations or {args.minutes:g} minutes", flush=True)
+    started = time.monotonic()
+    with (
+        Simulator(token_lifetime=TOKEN_LIFETIME_SECONDS, time_scale=TIME_SCALE, schedule_delay=0.05) as sim,
+        MiniEngine(ROOT, env={**os.environ, **sim.provider_env}) as engine,
+    ):
+        soak = Soak(sim, engine, seed)
+        soak.run(args.minutes, args.operations, args.rounds)
+        totals, operations = soak.totals, soak.operations()
+    minutes = (time.monotonic() - started) / 60
+    print(f"soak: {operations} operations in {minutes:.1f} minutes, {totals.jobs} jobs started")
+    print(
+        f"soak: operations={operations} rounds={totals.rounds} faults={totals.faults} kills={totals.kills} "
+        f"violations={totals.violations} jobs_killed={totals.jobs_killed} leaked={totals.leaked} seed={seed}"
+    )
+    return 1 if totals.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
