@@ -190,7 +190,8 @@ def change_stack(rng: random.Random, shape: StackShape, *, in_place: bool = Fals
         targets: dict[str, Any] = shape.pools if rng.random() < 2 / 3 or not shape.runners else shape.runners
         name = rng.choice(sorted(targets))
         target = targets[name]
-        aspect = rng.choices(["labels", "image", "jit"], weights=[2, 2, 1])[0]
+        # A persistent runner stays one: GitHub makes just-in-time runners ephemeral (Check refuses the pair).
+        aspect = rng.choices(["labels", "image", "jit"], weights=[2, 2, 1 if target.ephemeral else 0])[0]
         if aspect == "labels":
             changed = replace(target, labels=rng.choice([s for s in LABEL_SETS if s != target.labels]))
         elif aspect == "image":
