@@ -12,16 +12,18 @@ must bring the stack to where the invariants hold, checked against the doubles' 
 1. no job lost (the simulated runners' ``jobs_killed`` stays empty);
 2. nothing leaked: every pod, Secret and registration of ours belongs to a runner in the state, and each runner
    in the state has them (after a destroy: nothing is left);
-3. the state is true: ids, names, pods and token hashes as GitHub and the API server hold them;
-4. every failure message is clear (the provider's own error, no Python error from a bug) and holds no
-   credential, nor does the provider's log.
+3. the state is true: ids, names, pods, token and spec hashes and images as GitHub and the API server hold them,
+   and each pool converged;
+4. every failure message is clear (the provider's own error, no Python error from a bug, no Kubernetes client
+   dump) and holds no credential, nor do the provider's log and the state as exported.
 
 A violation prints the seed, the round, what it changed, the faults, the kill, and the timeline of the doubles'
 records, so that ``--seed`` replays the same choices. The last line, alone on it:
 
     soak: operations=N rounds=R faults=F kills=K violations=V jobs_killed=J leaked=L seed=S
 
-operations: runner pods taken down (replacements, scale-downs, teardowns), counted from the API server's removals;
+operations: runner pods taken down (replacements, scale-downs, teardowns), each once, as the API server's watch
+saw them go;
 faults: requests or pods that met an injected fault; kills: provider processes killed.
 
     .venv/bin/python bench/soak.py [--seed S] [--minutes M] [--operations N] [--rounds R]
@@ -450,6 +452,7 @@ class Soak:
         """One run of `pulumi` (up, refresh+up or destroy) with a provider process of its own."""
         provider = self.engine.new_provider_process()
         steps: list[Any] = []
+        errors: list[str] = []
         ok = True
         with Killer(self.engine, kill):
             try:
@@ -461,18 +464,19 @@ class Soak:
                     steps += self.engine.up(program(self.sim, self.shape))
             except (DeploymentFailed, ProviderError, CheckFailed) as failure:
                 ok = False
-                errors = failure.errors if isinstance(failure, DeploymentFailed) else [failure]
+                failed = failure.errors if isinstance(failure, DeploymentFailed) else [failure]
                 killed = kill is not None and bool(kill.killed)
-                for error in errors:
-                    current.errors.append(str(error))
+                for error in failed:
+                    errors.append(str(error))
                     current.violations += unclear(error, killed)
+        current.errors += errors
         counts: dict[str, int] = {}
         for step in steps:
             counts[step.op] = counts.get(step.op, 0) + 1
         current.runs.append(f"{operation}: {'ok' if ok else 'failed'} {counts}")
         provider.close()  # its log is whole once it has exited
         state = json.dumps(self.engine.export())
-        current.violations += leaked_credentials(self.sim, [*provider.stderr_lines, *current.errors, state])
+        current.violations += leaked_credentials(self.sim, [*provider.stderr_lines, *errors, state])
         return ok
 
     def settle(self, current: Round, operation: str) -> None:
