@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import requests
 from replace import pod_termination_seconds  # bench/ is the script's folder, so its sibling imports
 
 from actions_runners_simulator.engine import MiniEngine
@@ -101,39 +100,6 @@ def fleet(
     return program
 
 
-class _Elsewhere:
-    """The listener of another team's runner: it never runs a job here."""
-
-    def job_started(self) -> None: ...
-
-    def job_finished(self) -> None: ...
-
-    def removed(self) -> None: ...
-
-
-def register_foreign(sim: Simulator, count: int) -> None:
-    """``count`` other runners registered in the scope, as config.sh registers them (they are listed, online)."""
-    if not count:
-        return
-    scope = sim.repo_url.removeprefix(sim.github.url + "/")
-    answer = requests.post(
-        f"{sim.github.api_url}/repos/{scope}/actions/runners/registration-token",
-        headers={"Authorization": f"Bearer {sim.credential}", "Accept": "application/vnd.github+json"},
-        timeout=10,
-    )
-    answer.raise_for_status()
-    token = answer.json()["token"]
-    for index in range(count):
-        sim.github.register_runner(
-            github_url=sim.repo_url,
-            token=token,
-            name=f"other-team-{index}",
-            labels=["other-team"],
-            ephemeral=False,
-            listener=_Elsewhere(),
-        )
-
-
 def rotate(
     kind: str,
     size: int,
@@ -145,7 +111,7 @@ def rotate(
 ) -> Rotation:
     time_scale = REAL_GRACE_SECONDS / grace
     with Simulator(token_lifetime=2000, time_scale=time_scale, fault_proxy=False) as sim:
-        register_foreign(sim, foreign)
+        sim.register_other_team(foreign)
         env = {**os.environ, **sim.provider_env}
         with MiniEngine(ROOT, env=env) as engine:
             engine.up(fleet(sim, kind, size, grace))

@@ -43,11 +43,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from actions_runners_simulator.audit import audit, state_runners, unconverged_pools
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
-from actions_runners_simulator.simulator import OWNER, REPOSITORY, Simulator
+from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -284,8 +282,9 @@ def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
 class JobFeeder:
     """Starts jobs on random idle runners of ours while a round runs."""
 
-    def __init__(self, sim: Simulator, rng: random.Random) -> None:
-        self._sim, self._rng = sim, rng
+    def __init__(self, sim: Simulator, rng: random.Random, others: set[int]) -> None:
+        """``others``: the ids of the other team's runners, which never run a job of ours."""
+        self._sim, self._rng, self._others = sim, rng, others
         self._stop = threading.Event()
         self.started = 0
         self._thread = threading.Thread(target=self._feed, name="soak-jobs", daemon=True)
@@ -303,7 +302,7 @@ class JobFeeder:
             idle = [
                 r["name"]
                 for r in self._sim.github.runners()
-                if r["status"] == "online" and not r["busy"] and not r["name"].startswith("foreign-")
+                if r["status"] == "online" and not r["busy"] and r["id"] not in self._others
             ]
             if not idle or self._rng.random() < 0.4:
                 continue
@@ -393,7 +392,7 @@ class Soak:
         self.rng = random.Random(seed)
         self.shape = first_shape(self.rng)
         self.totals = Totals()
-        self.foreign_ids = register_foreign_runners(sim, FOREIGN_RUNNERS)
+        self.foreign_ids = set(sim.register_other_team(FOREIGN_RUNNERS))
 
     def operations(self) -> int:
         """Runner pods gone from the API server, as the kubelet stand-in's watch of it saw them go."""
@@ -422,7 +421,7 @@ class Soak:
             current.kill = KillPlan(methods, self.rng.uniform(0.0, 2.5))
         jobs = random.Random(self.rng.random())
         destroy = current.change == "destroy"
-        with JobFeeder(self.sim, jobs) as feeder:
+        with JobFeeder(self.sim, jobs, self.foreign_ids) as feeder:
             if destroy:
                 self.execute(current, "destroy", kill=current.kill)
             else:
@@ -569,34 +568,6 @@ def wait_for_finished_runners_to_exit(sim: Simulator) -> None:
             return
         time.sleep(0.1)
     # Not an error here: what is left is for the invariants to judge.
-
-
-class _Idle:
-    def job_started(self) -> None: ...
-
-    def job_finished(self) -> None: ...
-
-    def removed(self) -> None: ...
-
-
-def register_foreign_runners(sim: Simulator, count: int) -> list[int]:
-    """Runners of the same repository that no resource manages (a team's own): never to be touched."""
-    url = f"{sim.github.api_url}/repos/{OWNER}/{REPOSITORY}/actions/runners/registration-token"
-    response = requests.post(url, headers={"Authorization": f"Bearer {sim.credential}"}, timeout=10)
-    response.raise_for_status()
-    token = response.json()["token"]
-    return [
-        sim.github.register_runner(
-            github_url=sim.repo_url,
-            token=token,
-            name=f"foreign-{index}",
-            labels=["foreign"],
-            ephemeral=False,
-            listener=_Idle(),
-            replace=False,
-        )
-        for index in range(count)
-    ]
 
 
 def print_violation(soak: Soak, current: Round) -> None:

@@ -1,18 +1,36 @@
-"""In-memory stand-ins for the procedures' ports, with a clock that only moves when someone sleeps.
+"""In-memory stand-ins for the procedures' ports, with a clock that only moves when someone sleeps, and for a
+container the kubelet stand-in hands to the simulated runners.
 
-They serve the plain-code tests of the teardown and startup procedures; the provider itself is tested through
-the real clients against the HTTP doubles.
+They serve the plain-code tests of the teardown and startup procedures and of the simulated runner; the provider
+itself is tested through the real clients against the HTTP doubles.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from pulumi_actions_runners.github_client import RemoveOutcome
 
 OUR_LABEL = "pulumi-owner-00000000000000aa"  # what the runners under test were made with
+
+
+@dataclass
+class FakePodProcess:
+    """One start of a container, as the kubelet stand-in hands it to the simulated runners; records its exits."""
+
+    name: str = "runner-pod"
+    env: dict[str, str] = field(default_factory=dict)
+    namespace: str = "actions-runners"
+    container: str = "runner"
+    image: str = "ghcr.io/actions/actions-runner:2.329.0"
+    restart_policy: str = "Never"
+    exit_codes: list[int] = field(default_factory=list)
+
+    def exited(self, exit_code: int, last_log_line: str = "") -> None:
+        self.exit_codes.append(exit_code)
 
 
 class FakeClock:

@@ -19,7 +19,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
@@ -32,6 +31,7 @@ from openapi_schema_validator import OAS30Validator
 
 from actions_runners_simulator.github_double import GitHubDouble, RegistrationRefused
 from actions_runners_simulator.runner import SimulatedRunners
+from tests.fakes import FakePodProcess
 
 CONTRACTS = pathlib.Path(__file__).parent / "contracts"
 CREDENTIAL = "ghp_simulator"
@@ -101,21 +101,6 @@ class RecordingListener:
     def wait_for(self, event: str, timeout: float = 3.0) -> bool:
         with self._changed:
             return self._changed.wait_for(lambda: event in self.events, timeout)
-
-
-@dataclass
-class FakePodProcess:
-    """A pod's container as the Kubernetes double hands it to the simulated runners, recording how it exits."""
-
-    name: str
-    env: dict[str, str]
-    namespace: str = "actions-runners"
-    image: str = "ghcr.io/actions/actions-runner"
-    restart_policy: str = "Never"
-    exit_codes: list[int] = field(default_factory=list)
-
-    def exited(self, exit_code: int, last_log_line: str = "") -> None:
-        self.exit_codes.append(exit_code)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:

@@ -7,7 +7,6 @@ the stand-in adds, as a kubelet would, and that the provider's own paths through
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -16,24 +15,9 @@ from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.runner import INPUT, SimulatedRunners
 from actions_runners_simulator.simulator import Simulator
 from tests.conftest import ROOT, wait_until
+from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token
 from tests.programs import runner_with_token
-
-
-@dataclass
-class StartedContainer:
-    """A container as the kubelet stand-in hands it to the runtime."""
-
-    env: dict[str, str]
-    namespace: str = NAMESPACE
-    name: str = "runner-pod"
-    container: str = "runner"
-    image: str = "ghcr.io/actions/actions-runner:2.329.0"
-    restart_policy: str = "Never"
-    exit_codes: list[int] = field(default_factory=list)
-
-    def exited(self, exit_code: int, last_log_line: str = "") -> None:
-        self.exit_codes.append(exit_code)
 
 
 def pod(name: str, *containers: dict, **spec: object) -> dict:
@@ -155,7 +139,7 @@ def test_a_runner_stopped_before_it_registered_never_registers(sim: Simulator) -
     would leave GitHub an online runner without a pod."""
     runners = SimulatedRunners(sim.github, boot_seconds=0.3, stop_seconds=0.01)
     env = {f"{INPUT}URL": sim.repo_url, f"{INPUT}NAME": "late", f"{INPUT}TOKEN": new_token(sim)}
-    process = StartedContainer(env=env)
+    process = FakePodProcess(env=env)
 
     runners.start(process)
     runners.terminate(process)

@@ -76,7 +76,8 @@ class RunnerListener(Protocol):
 
 
 class _Unattached:
-    """The listener of a just-in-time registration that no runner process has connected to yet."""
+    """The listener of a registration with no runner process here: a just-in-time one not connected yet, or a
+    runner registered from elsewhere."""
 
     def job_started(self) -> None: ...
 
@@ -830,12 +831,14 @@ class GitHubDouble:
         name: str,
         labels: Sequence[str],
         ephemeral: bool,
-        listener: RunnerListener,
+        listener: RunnerListener | None = None,
         replace: bool = True,
     ) -> int:
         """``config.sh --unattended [--replace]``: with ``replace``, a runner of the same name in the scope is
-        replaced (and a job it runs is lost); without, a taken name is refused."""
-        return self._registry.register(self._scope_of(github_url), token, name, labels, ephemeral, listener, replace)
+        replaced (and a job it runs is lost); without, a taken name is refused. Without a ``listener`` the runner
+        runs elsewhere: it is listed online, and nothing here hears of it."""
+        scope = self._scope_of(github_url)
+        return self._registry.register(scope, token, name, labels, ephemeral, listener or _Unattached(), replace)
 
     def connect_jit_runner(self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener) -> int:
         """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.

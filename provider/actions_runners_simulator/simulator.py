@@ -6,6 +6,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import requests
+
 from pulumi_actions_runners.github_budget import WINDOW_ENV
 
 from .cluster import SimulatedCluster
@@ -63,6 +65,30 @@ class Simulator:
     def repo_url(self) -> str:
         """The config.sh ``--url`` of the simulated repository."""
         return f"{self.github.url}/{OWNER}/{REPOSITORY}"
+
+    def register_other_team(self, count: int, *, prefix: str = "other-team") -> list[int]:
+        """``count`` runners of another team registered in the simulated repository as config.sh registers them
+        (online; no resource manages them, so none may be touched); their ids."""
+        if not count:
+            return []
+        answer = requests.post(
+            f"{self.github.api_url}/repos/{OWNER}/{REPOSITORY}/actions/runners/registration-token",
+            headers={"Authorization": f"Bearer {self.credential}", "Accept": "application/vnd.github+json"},
+            timeout=10,
+        )
+        answer.raise_for_status()
+        token = answer.json()["token"]
+        return [
+            self.github.register_runner(
+                github_url=self.repo_url,
+                token=token,
+                name=f"{prefix}-{index}",
+                labels=[prefix],
+                ephemeral=False,
+                replace=False,
+            )
+            for index in range(count)
+        ]
 
     def stack_config(
         self, *, runners: int, grace_period_seconds: float, pool: bool = False, create_namespace: bool = False
