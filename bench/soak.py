@@ -61,6 +61,20 @@ SETTLE_RUNS = 2
 FOREIGN_RUNNERS = 20
 IMAGES = ("ghcr.io/actions/actions-runner:2.329.0", "ghcr.io/actions/actions-runner:2.328.0")
 LABEL_SETS = (("soak",), ("soak", "linux"), ("soak", "large"))
+# Pod shapes a spec change moves between: the provider's own pod, one sized and placed by a template, Docker mode.
+SIZED = {
+    "metadata": {"labels": {"team": "soak"}},
+    "spec": {
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "containers": [{"name": "runner", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}],
+    },
+}
+DIND = {"spec": {"containers": [{"name": "dind", "resources": {"limits": {"memory": "1Gi"}}}]}}
+POD_SHAPES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "sized": {"pod_template": SIZED},
+    "docker": {"pod_template": DIND, "docker": True},
+}
 # A provider error of this type is a bug's, not a message meant for a user.
 BUG_TYPES = (
     "KeyError", "TypeError", "AttributeError", "IndexError", "AssertionError", "NameError", "UnboundLocalError",
@@ -79,6 +93,7 @@ class RunnerShape:
     labels: tuple[str, ...]
     image: str
     ephemeral: bool = True
+    pod: str = "plain"  # one of POD_SHAPES
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,7 @@ def _runner_args(shape: RunnerShape, token: RegistrationToken) -> dict[str, Any]
         "labels": list(shape.labels),
         "image": shape.image,
         "ephemeral": shape.ephemeral,
+        **POD_SHAPES[shape.pod],
     }
 
 
@@ -191,8 +207,10 @@ def change_stack(rng: random.Random, shape: StackShape, *, in_place: bool = Fals
         name = rng.choice(sorted(targets))
         target = targets[name]
         # A persistent runner stays one: GitHub makes just-in-time runners ephemeral (Check refuses the pair).
-        aspect = rng.choices(["labels", "image", "jit"], weights=[2, 2, 1 if target.ephemeral else 0])[0]
-        if aspect == "labels":
+        aspect = rng.choices(["labels", "image", "pod", "jit"], weights=[2, 2, 1, 1 if target.ephemeral else 0])[0]
+        if aspect == "pod":
+            changed = replace(target, pod=rng.choice([p for p in POD_SHAPES if p != target.pod]))
+        elif aspect == "labels":
             changed = replace(target, labels=rng.choice([s for s in LABEL_SETS if s != target.labels]))
         elif aspect == "image":
             changed = replace(target, image=IMAGES[1] if target.image == IMAGES[0] else IMAGES[0])

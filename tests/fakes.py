@@ -105,7 +105,8 @@ class FakePods:
             self.pods.pop(name, None)
             return None
         return SimpleNamespace(
-            status=SimpleNamespace(phase=pod["phase"], container_statuses=[]),
+            status=SimpleNamespace(phase=pod["phase"], container_statuses=[], init_container_statuses=[]),
+            spec=SimpleNamespace(restart_policy="Never"),
             metadata=SimpleNamespace(deletion_timestamp=pod["gone_at"], annotations={}),
         )
 

@@ -89,3 +89,14 @@ def jit_runner(sim: Simulator, **runner_args: Any) -> Callable[[], None]:
         )
 
     return program
+
+
+def runner_and_pool(sim: Simulator, token: str, **args: Any) -> Callable[[], None]:
+    """A Runner (``runner-0``, with a RegistrationToken) and a RunnerPool of 2 (``pool``, with ``token``), both
+    made with ``args``: the lone and the fleet path side by side."""
+
+    def program() -> None:
+        token_and_runners(sim, 1, **args)()
+        token_and_pool(sim, token, replicas=2, **args)()
+
+    return program

@@ -172,3 +172,32 @@ def test_a_pool_rotates_in_one_update_and_a_failed_update_fails_up_with_the_stat
 def pool_outputs(stack: PulumiWorkspace) -> dict:
     state = json.loads(stack.run("stack", "export").stdout)
     return next(r["outputs"] for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerPool"))
+
+
+def test_a_pod_template_and_docker_from_config_shape_the_pods_and_a_change_replaces_them(
+    cli_dir: Path, plugin_dir: Path, sim: Simulator
+) -> None:
+    """programs/runners builds a PodTemplateSpecArgs from config: it reaches the pod through the real CLI."""
+    with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack:
+        config = sim.stack_config(runners=1, grace_period_seconds=1, create_namespace=True)
+        config |= {"runnerCpu": "1", "runnerMemory": "2Gi", "docker": "true", "dockerMemory": "1Gi"}
+        stack.new_stack(config=config, secrets={"githubToken": sim.credential})
+        stack.run("config", "set", "--path", 'nodeSelector["kubernetes.io/os"]', "linux")
+        stack.run("up", "--yes")
+
+        outputs = runner_names(json.loads(stack.run("stack", "export").stdout))["runner-0"]
+        pod = sim.kube.pod(NAMESPACE, outputs["pod_name"])
+        containers = {c["name"]: c for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]}
+        assert containers["runner"]["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
+        assert containers["dind"]["resources"]["limits"] == {"memory": "1Gi"}
+        assert containers["dind"]["securityContext"]["privileged"] is True
+        assert pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+        assert pod["metadata"]["labels"]["app.kubernetes.io/part-of"] == "ci"
+        assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+        assert [r["status"] for r in sim.github.runners()] == ["online"]
+
+        stack.run("config", "set", "runnerMemory", "3Gi")
+        preview = stack.run("preview").stdout
+        assert "Runner runner-0 replace [diff: ~pod_template]" in preview, preview
+        stack.run("destroy", "--yes")
+        assert sim.github.runners() == []

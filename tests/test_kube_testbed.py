@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.runner import INPUT, SimulatedRunners
 from actions_runners_simulator.simulator import Simulator
+from pulumi_actions_runners.kube_client import KubeClient, PodRejected
 from tests.conftest import ROOT, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token
@@ -183,3 +184,22 @@ def test_the_fault_proxy_holds_a_request_past_the_clients_timeout_and_forwards_i
     wait_until(lambda: sim.kube.secret(NAMESPACE, "late"), "the held request to reach the API server")
     sim.kube.fail_next("DELETE", r"/secrets/", 500, count=3)
     assert sim.kube.clear_faults() == 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "refusal"),
+    [
+        (pod("Not_A_Name", container()), 'metadata.name: Invalid value: "Not_A_Name"'),
+        (pod("twice", container("main"), container("main")), 'spec.containers[1].name: Duplicate value: "main"'),
+        (pod("sized", container(resources={"limits": {"cpu": "2 cores"}})), "quantities must match"),
+        (pod("labelled", container()) | {"metadata": {"name": "labelled", "labels": {"a": "b c"}}}, "labels"),
+        (pod("in-use", container(), initContainers=[container("main")]), "Duplicate value"),
+    ],
+)
+def test_the_provider_s_dry_run_meets_the_api_server_s_own_validation(sim: Simulator, bad: dict, refusal: str) -> None:
+    """What a pod template can get wrong that only the API server judges: refused before anything is written."""
+    manifest = bad | {"metadata": bad["metadata"] | {"namespace": NAMESPACE}}
+    with KubeClient(str(sim.kubeconfig)) as kube, pytest.raises(PodRejected) as refused:
+        kube.validate_pod(manifest)
+    assert refusal in str(refused.value), refused.value
+    assert sim.kube.pods(NAMESPACE) == []

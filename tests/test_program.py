@@ -83,3 +83,36 @@ def test_program_can_use_an_existing_namespace_and_the_environment_credential() 
 def test_program_requires_the_github_url() -> None:
     with pytest.raises(Exception, match="githubUrl"):
         run_program({})
+
+
+def test_program_shapes_the_runner_pods_from_config_in_kubernetes_field_names() -> None:
+    mocks = run_program(
+        {
+            "githubUrl": "https://github.com/octo-org",
+            "pool": "true",
+            "runnerCpu": "2",
+            "runnerMemory": "4Gi",
+            "nodeSelector": '{"kubernetes.io/arch": "amd64"}',
+            "docker": "true",
+            "dockerMemory": "2Gi",
+        }
+    )
+
+    (pool,) = mocks.of_type(":RunnerPool")
+    assert pool.inputs["docker"] is True
+    # The program's PodTemplateSpecArgs, as Pulumi hands them over: Kubernetes' own field names.
+    assert pool.inputs["pod_template"] == {
+        "metadata": {"labels": {"app.kubernetes.io/part-of": "ci"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "runner",
+                    "resources": {"limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}},
+                },
+                {"name": "dind", "resources": {"limits": {"memory": "2Gi"}, "requests": {"memory": "2Gi"}}},
+            ],
+            "nodeSelector": {"kubernetes.io/arch": "amd64"},
+        },
+    }
+    runner = run_program({"githubUrl": "https://github.com/octo-org"}).of_type(":Runner")[0]
+    assert runner.inputs.get("pod_template") is None and runner.inputs["docker"] is False

@@ -9,6 +9,11 @@ pulumi config set tokenRefreshBeforeSeconds 1800     # optional: renew the token
 pulumi config set pool true                          # optional: one RunnerPool instead of separate Runners
 pulumi config set maxUnavailable 25%                 # optional (pool): how many may be out of service at once
 pulumi config set jitConfig true                     # optional: just-in-time configs instead of a token
+pulumi config set runnerCpu 2                        # optional: the runner container's CPU (request = limit)
+pulumi config set runnerMemory 4Gi                   # optional: its memory (request = limit)
+pulumi config set --path 'nodeSelector["kubernetes.io/arch"]' amd64  # optional: the nodes runners may run on
+pulumi config set docker true                        # optional: a Docker-in-Docker sidecar (privileged)
+pulumi config set dockerMemory 2Gi                   # optional (docker): the sidecar's memory (request = limit)
 """
 
 import pulumi
@@ -24,6 +29,33 @@ runner_count = config.get_int("runners") or 3
 labels = [label for label in (config.get("labels") or "pulumi").split(",") if label]
 kubeconfig = config.get("kubeconfig")
 grace_period_seconds = config.get_float("gracePeriodSeconds")
+
+
+def _resources(cpu: str | None, memory: str | None) -> k8s.core.v1.ResourceRequirementsArgs | None:
+    """Requests equal to limits: a runner's job gets what it was promised, and the scheduler places it so."""
+    amounts = {name: value for name, value in (("cpu", cpu), ("memory", memory)) if value}
+    return k8s.core.v1.ResourceRequirementsArgs(requests=amounts, limits=amounts) if amounts else None
+
+
+def _pod_template() -> k8s.core.v1.PodTemplateSpecArgs | None:
+    """The runner pod's shape: the container named runner is the runner (the provider sets its image, command
+    and registration); dind is the Docker sidecar's container (merged into the provider's)."""
+    containers = [
+        k8s.core.v1.ContainerArgs(name=name, resources=resources)
+        for name, resources in (
+            ("runner", _resources(config.get("runnerCpu"), config.get("runnerMemory"))),
+            ("dind", _resources(None, config.get("dockerMemory")) if config.get_bool("docker") else None),
+        )
+        if resources is not None
+    ]
+    node_selector = config.get_object("nodeSelector")
+    if not containers and not node_selector:
+        return None
+    return k8s.core.v1.PodTemplateSpecArgs(
+        metadata=k8s.meta.v1.ObjectMetaArgs(labels={"app.kubernetes.io/part-of": "ci"}),
+        spec=k8s.core.v1.PodSpecArgs(containers=containers, node_selector=node_selector),
+    )
+
 
 depends_on = []
 if config.get_bool("createNamespace") is not False:
@@ -42,6 +74,8 @@ settings = {
     "grace_period_seconds": 30 if grace_period_seconds is None else grace_period_seconds,
     "github_token": github_token,
     "kubeconfig": kubeconfig,
+    "pod_template": _pod_template(),
+    "docker": config.get_bool("docker") is True,
     "opts": pulumi.ResourceOptions(depends_on=depends_on),
 }
 jit_config = config.get_bool("jitConfig") is True
@@ -71,7 +105,7 @@ if config.get_bool("pool"):
         **credential,
         **settings,
     )
-    pulumi.export("runners", pool.runners.apply(lambda runners: [runner["name"] for runner in runners]))
+    pulumi.export("runners", pool.runners.apply(lambda runners: [runner["name"] for runner in runners or []]))
 else:
     runners = [Runner(f"runner-{index}", **credential, **settings) for index in range(runner_count)]
     pulumi.export("runners", [runner.runner_name for runner in runners])

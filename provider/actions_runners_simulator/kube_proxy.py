@@ -175,7 +175,9 @@ class FaultProxy:
 
     def _handle(self, handler: _Handler) -> None:
         method, target = handler.command, handler.path
-        path = urlsplit(target).path
+        url = urlsplit(target)
+        # A dry run is told apart (it changes nothing): "/pods$" matches creations only, "dryRun" dry runs only.
+        path = url.path + ("?dryRun=All" if "dryRun=All" in url.query else "")
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else None
         taken = self._take_fault(method, path)

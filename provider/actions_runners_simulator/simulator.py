@@ -29,6 +29,7 @@ class Simulator:
         schedule_delay: float = 0.1,
         boot_seconds: float = 0.05,
         stop_seconds: float = 0.05,
+        docker_boot_seconds: float = 0.2,
         namespaces: tuple[str, ...] = ("actions-runners",),
         workdir: str | Path | None = None,
         time_scale: float = 1.0,
@@ -48,7 +49,9 @@ class Simulator:
             rate_limit_window_seconds=3600.0 / time_scale,
         )
         self.provider_env = {WINDOW_ENV: str(60.0 / time_scale)}  # the provider paces itself to the same minute
-        self.runners = SimulatedRunners(self.github, boot_seconds=boot_seconds, stop_seconds=stop_seconds)
+        self.runners = SimulatedRunners(
+            self.github, boot_seconds=boot_seconds, stop_seconds=stop_seconds, docker_boot_seconds=docker_boot_seconds
+        )
         self.kube = SimulatedCluster(
             self.runners,
             api_server=api_server,

@@ -23,6 +23,11 @@ class PodAlreadyExists(Exception):
     pass
 
 
+class PodRejected(Exception):
+    """The API server refuses the runner's pod (a field of its pod template, an admission policy): nothing of the
+    runner was made."""
+
+
 def load_api_client(kubeconfig: str | None) -> client.ApiClient:
     configuration = client.Configuration()
     configuration.retries = Retry(
@@ -76,6 +81,22 @@ class KubeClient:
                 raise PodAlreadyExists(manifest["metadata"]["name"]) from error
             raise
 
+    def validate_pod(self, manifest: dict[str, Any]) -> None:
+        """A server-side dry run of the pod's creation, so that what only the API server judges (quantities,
+        names, label values, admission policies such as Pod Security) is judged before anything is written. A
+        name in use passes (who holds it is judged later), and so does a full ResourceQuota: a rotation frees the
+        old pod's share before the new pod is made."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            self._core.create_namespaced_pod(namespace, manifest, dry_run="All", _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == 403 and "exceeded quota" in (error.body or ""):
+                return
+            if error.status in (400, 403, 422):
+                raise PodRejected(f"pod {namespace}/{name} was refused: {describe(error)}") from None
+            if error.status != 409:
+                raise
+
     def read_pod(self, namespace: str, name: str) -> client.V1Pod | None:
         try:
             return self._core.read_namespaced_pod(name, namespace, _request_timeout=REQUEST_TIMEOUT)
@@ -123,37 +144,3 @@ def describe(error: Exception) -> str:
     except ValueError:
         message = None
     return f"Kubernetes answered {error.status} {error.reason}" + (f": {message}" if message else "")
-
-
-def pod_finished(pod: client.V1Pod) -> bool:
-    """A pod that will not run again: its runner has exited and holds no job."""
-    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
-
-
-# Waiting reasons of a container that will not run by itself: it holds no job, and its runner will not register.
-STUCK_REASONS = ("CrashLoopBackOff", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-
-
-def pod_stuck(pod: client.V1Pod) -> str | None:
-    """Why the pod's container cannot run (a crash loop, an image that cannot be pulled), or None."""
-    for status in (pod.status.container_statuses or []) if pod.status is not None else []:
-        waiting = status.state.waiting if status.state is not None else None
-        if waiting is not None and waiting.reason in STUCK_REASONS:
-            return str(waiting.reason)
-    return None
-
-
-def pod_live(pod: client.V1Pod) -> bool:
-    """A pod whose runner runs (or will): not ended, stuck or terminating."""
-    return not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
-
-
-def pod_phase(pod: client.V1Pod | None) -> str:
-    """What a refresh records of a runner's pod: its phase, "Gone", or the reason it is stuck."""
-    if pod is None:
-        return "Gone"
-    return pod_stuck(pod) or (pod.status.phase if pod.status is not None else "Pending")
-
-
-# Recorded phases of a runner that will not run a job again by itself: the next update starts it anew.
-ENDED_PHASES = ("Succeeded", "Failed", "Gone", *STUCK_REASONS)

@@ -12,7 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_IMAGE = "ghcr.io/actions/actions-runner:2.329.0"
+from .pod_template import merge_template
+
+# The newest actions/runner release established (v2.336.0, July 2026): GitHub stops sending jobs to runners about
+# 30 days behind the newest, so this default moves with releases; a change of image rotates the runners.
+DEFAULT_IMAGE = "ghcr.io/actions/actions-runner:2.336.0"
+DIND_IMAGE = "docker:29.7.2-dind"  # docker:dind in August 2026, pinned: a pod template's dind container may change it
 TOKEN_KEY = "token"
 JIT_CONFIG_KEY = "jitconfig"
 JIT_TOKEN_HASH = "jit"  # what a just-in-time runner's pod carries for a token hash: it has no token
@@ -23,6 +28,14 @@ RUNNER_LABEL = "actions-runners.pulumi.io/runner"
 POOL_LABEL = "actions-runners.pulumi.io/pool"
 OWNER_LABEL = "actions-runners.pulumi.io/owner"  # the resource's ownership id, as on its GitHub registrations
 TERMINATION_GRACE_SECONDS = 30
+# A node scale-down evicts pods and kills the jobs on them: the cluster autoscaler and Karpenter leave pods with
+# these alone. A pod template's annotations may override them.
+EVICTION_SAFETY = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "karpenter.sh/do-not-disrupt": "true"}
+# run.sh exits 7 (not 0) when GitHub says the runner's version is too old to get jobs, so that a refresh can say so.
+VERSION_DEPRECATED_EXIT_CODE = 7
+DOCKER_HOST = "unix:///var/run/docker.sock"
+DOCKER_WAIT_SECONDS = 120
+WORK_DIR = "/home/runner/_work"
 
 # The runner image reads every config.sh / run.sh argument from ACTIONS_RUNNER_INPUT_<ARG> (actions/runner's
 # CommandSettings), so no credential is ever on a command line, where node-level process monitoring would see it.
@@ -38,6 +51,17 @@ exec ./run.sh
 JIT_RUNNER_COMMAND = """set -eu
 cd /home/runner
 exec ./run.sh
+"""
+# In Docker mode the runner takes no job before the sidecar's Docker answers (bounded: it says what it waited for).
+WAIT_FOR_DOCKER = f"""waited=0
+until [ -S {DOCKER_HOST.removeprefix("unix://")} ]; do
+  if [ "$waited" -ge {DOCKER_WAIT_SECONDS} ]; then
+    echo "Docker did not start within {DOCKER_WAIT_SECONDS} s: no socket at {DOCKER_HOST} (see container dind)"
+    exit 1
+  fi
+  sleep 1
+  waited=$((waited + 1))
+done
 """
 OWNER_LABEL_PREFIX = "pulumi-owner-"
 
@@ -62,6 +86,8 @@ class RunnerSpec:
     jit_config: bool = False
     pool: str = ""  # the RunnerPool it belongs to, if any
     owner: str | None = None  # the resource's ownership id (see owner_label); None in a state from before it
+    pod_template: str = ""  # the user's pod template, as pod_template.template_json has it
+    docker: bool = False  # a Docker-in-Docker sidecar
 
     @property
     def registration_labels(self) -> tuple[str, ...]:
@@ -77,6 +103,8 @@ class RunnerSpec:
     def spec_hash(self) -> str:
         """What the pod is made of, apart from its name and token: a pool replaces runners whose hash differs."""
         fields = [self.github_url, sorted(self.labels), self.ephemeral, self.image, self.jit_config]
+        if self.pod_template or self.docker:  # so that runners from before either keep their hash
+            fields += [self.pod_template, self.docker]
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
     @property
@@ -121,6 +149,7 @@ def _from_secret(spec: RunnerSpec, name: str, key: str) -> dict[str, Any]:
 
 
 def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
+    """The provider's pod of the runner, with the user's pod template merged in (see pod_template.py)."""
     env: list[dict[str, Any]] = [
         {"name": f"{INPUT}URL", "value": spec.github_url},
         {"name": f"{INPUT}NAME", "value": spec.runner_name},
@@ -135,30 +164,74 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
             {"name": f"{INPUT}REPLACE", "value": "true"},  # its own earlier registration: see startup.py
             {"name": f"{INPUT}UNATTENDED", "value": "true"},
             {"name": f"{INPUT}WORK", "value": "_work"},
+            # No download of a newer runner at each start: the image is the version (a just-in-time runner's
+            # setting is GitHub's: generate-jitconfig has none).
+            {"name": f"{INPUT}DISABLEUPDATE", "value": "true"},
         ]
-    return {
+    env.append({"name": "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE", "value": "1"})
+    command = JIT_RUNNER_COMMAND if spec.jit_config else RUNNER_COMMAND
+    runner: dict[str, Any] = {
+        "name": "runner",
+        "image": spec.image,
+        "command": ["/bin/bash", "-c", command],
+        "env": env,
+        # config.sh's own error (an expired token, a name taken) becomes the pod's termination message.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        # An ephemeral runner takes one job and exits 0; a persistent one restarts only if it crashed,
+        # so a runner whose registration was removed does not come back and register again.
+        "restartPolicy": "Never" if spec.ephemeral else "OnFailure",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "containers": [runner],
+    }
+    if spec.docker:
+        _add_docker(pod_spec, runner, spec.image)
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": spec.pod_name,
             "namespace": spec.namespace,
             "labels": _labels(spec),
-            "annotations": {TOKEN_HASH_ANNOTATION: spec.token_hash, SPEC_HASH_ANNOTATION: spec.spec_hash},
+            "annotations": {
+                **EVICTION_SAFETY,
+                "kubectl.kubernetes.io/default-container": "runner",  # kubectl logs and exec pick the runner
+                TOKEN_HASH_ANNOTATION: spec.token_hash,
+                SPEC_HASH_ANNOTATION: spec.spec_hash,
+            },
         },
-        "spec": {
-            # An ephemeral runner takes one job and exits 0; a persistent one restarts only if it crashed,
-            # so a runner whose registration was removed does not come back and register again.
-            "restartPolicy": "Never" if spec.ephemeral else "OnFailure",
-            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-            "containers": [
-                {
-                    "name": "runner",
-                    "image": spec.image,
-                    "command": ["/bin/bash", "-c", JIT_RUNNER_COMMAND if spec.jit_config else RUNNER_COMMAND],
-                    "env": env,
-                    # config.sh's own error (an expired token, a name taken) becomes the pod's termination message.
-                    "terminationMessagePolicy": "FallbackToLogsOnError",
-                }
-            ],
-        },
+        "spec": pod_spec,
     }
+    return merge_template(pod, json.loads(spec.pod_template) if spec.pod_template else None)
+
+
+def _add_docker(pod_spec: dict[str, Any], runner: dict[str, Any], runner_image: str) -> None:
+    """Docker-in-Docker as ARC's dind mode has it: a privileged dockerd as a native sidecar (it stops when the
+    runner has exited, so an ephemeral pod still ends), its socket in a shared emptyDir, and the work directory
+    shared so that paths a job mounts into its containers exist for dockerd; the runner's externals are copied
+    there for the same reason (container actions mount them)."""
+    work = {"name": "work", "mountPath": WORK_DIR}
+    socket = {"name": "dind-sock", "mountPath": "/var/run"}
+    externals = {"name": "dind-externals", "mountPath": "/home/runner/externals"}
+    runner["command"][-1] = WAIT_FOR_DOCKER + runner["command"][-1]
+    runner["env"].append({"name": "DOCKER_HOST", "value": DOCKER_HOST})
+    runner["volumeMounts"] = [work, socket]
+    pod_spec["initContainers"] = [
+        {
+            "name": "init-dind-externals",
+            "image": runner_image,
+            "command": ["cp", "-r", "/home/runner/externals/.", "/home/runner/tmpDir/"],
+            "volumeMounts": [{"name": "dind-externals", "mountPath": "/home/runner/tmpDir"}],
+        },
+        {
+            "name": "dind",
+            "image": DIND_IMAGE,
+            "args": ["dockerd", f"--host={DOCKER_HOST}", "--group=$(DOCKER_GROUP_GID)"],
+            "env": [{"name": "DOCKER_GROUP_GID", "value": "123"}],  # the runner image's docker group
+            "securityContext": {"privileged": True},
+            "restartPolicy": "Always",
+            "volumeMounts": [work, socket, externals],
+        },
+    ]
+    pod_spec["volumes"] = [{"name": name, "emptyDir": {}} for name in ("work", "dind-sock", "dind-externals")]

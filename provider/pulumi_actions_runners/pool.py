@@ -37,9 +37,10 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_budget import content_creating_seconds
 from .github_client import PAGE_SIZE
-from .kube_client import PodAlreadyExists, describe, pod_live
+from .kube_client import PodAlreadyExists, describe
 from .logs import POOL_THREAD_PREFIX
-from .manifests import POOL_LABEL, RunnerSpec, made_by
+from .manifests import POOL_LABEL, RunnerSpec, made_by, pod_manifest
+from .pod_state import pod_live
 from .registration_tokens import StartTokens
 from .registrations import by_preferred_name
 from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, start_runner
@@ -241,7 +242,11 @@ def reconcile_pool(
     ended = {name for name in runners if name not in live}
     result = PoolResult(runners=[])
 
-    ours = _check_names_ours(pool, _new_names(spec, runners, spec.replicas - len(runners)))
+    new_names = _new_names(spec, runners, spec.replicas - len(runners))
+    ours = _check_names_ours(pool, new_names)
+    if new_names or ended or not all(map(spec.up_to_date, runners.values())):
+        # A pod of the spec judged by the API server once for all, before any runner is touched: PodRejected.
+        pods.validate_pod(pod_manifest(spec.runner(min([*runners, *new_names], key=lambda n: _index(spec, n)))))
     left_alone: set[str] = set()
     if len(runners) > spec.replicas:
         left_alone = _scale_down(pool, runners, ended, len(runners) - spec.replicas, result)
@@ -395,6 +400,7 @@ def _replace(
                 pod_known_gone=old is not None,
                 name_checked=True,  # a teardown removed its registration by the id in state, or the pool's check
                 ours=ours,
+                pod_validated=True,
             )
         except Exception as error:
             rollout.halt(f"{name} failed to start: {describe(error)}")

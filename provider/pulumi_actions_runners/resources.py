@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi import Input, Output, ResourceOptions
@@ -17,6 +17,9 @@ from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider
 from .redaction import scrub_all
+
+if TYPE_CHECKING:
+    from pulumi_kubernetes.core.v1 import PodTemplateSpecArgs
 
 RESOURCE_MODULE = "actions-runners"
 
@@ -100,7 +103,9 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
     then given ``grace_period_seconds``, then its pod is deleted. With ``jit_config=True`` it needs no token:
     GitHub makes it a just-in-time config of its own (an ephemeral runner). Give ``registration_token`` a
     `RegistrationToken` (or its token and ``registration_token_expires_at``): a runner that starts when that
-    token is too old to register with gets a fresh one from GitHub instead.
+    token is too old to register with gets a fresh one from GitHub instead. ``pod_template`` shapes its pod
+    (resources, node placement, volumes, sidecars; README: "Shaping the runner pod"), and ``docker=True`` gives it
+    a Docker-in-Docker sidecar; a change of either replaces the runner.
     """
 
     runner_name: Output[str]
@@ -122,6 +127,8 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
         labels: Input[Sequence[Input[str]]] = (),
         ephemeral: Input[bool] = True,
         image: Input[str] = DEFAULT_IMAGE,
+        pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
+        docker: Input[bool] = False,
         grace_period_seconds: Input[float] = 30,
         unregister_timeout_seconds: Input[float] = 600,
         register_timeout_seconds: Input[float] = 300,
@@ -139,6 +146,8 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,
+            "pod_template": pod_template,
+            "docker": docker,
             "grace_period_seconds": grace_period_seconds,
             "unregister_timeout_seconds": unregister_timeout_seconds,
             "register_timeout_seconds": register_timeout_seconds,
@@ -165,6 +174,7 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
     once; runners busy with a job are waited for without holding up the others. Scaling down removes idle
     runners first and never a busy one. ``runners`` lists each runner (name, id, pod, token_hash); if part of
     an update fails, the state still lists exactly what exists and the program fails with ``problems``.
+    ``pod_template`` and ``docker`` shape every runner's pod, as a Runner's; a change of either rotates them.
     """
 
     runners: Output[list[dict[str, Any]]]
@@ -187,6 +197,8 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         labels: Input[Sequence[Input[str]]] = (),
         ephemeral: Input[bool] = True,
         image: Input[str] = DEFAULT_IMAGE,
+        pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
+        docker: Input[bool] = False,
         grace_period_seconds: Input[float] = 30,
         unregister_timeout_seconds: Input[float] = 600,
         register_timeout_seconds: Input[float] = 300,
@@ -206,6 +218,8 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,
+            "pod_template": pod_template,
+            "docker": docker,
             "grace_period_seconds": grace_period_seconds,
             "unregister_timeout_seconds": unregister_timeout_seconds,
             "register_timeout_seconds": register_timeout_seconds,

@@ -8,7 +8,8 @@ from . import validation
 from .clock import Clock
 from .credentials import token_hash
 from .github_url import parse_github_url
-from .manifests import JIT_TOKEN_HASH, RunnerSpec
+from .manifests import JIT_TOKEN_HASH, TERMINATION_GRACE_SECONDS, RunnerSpec
+from .pod_template import template_failures, template_json
 from .registration_tokens import FreshTokens, StartTokens, TokenMinter, expiry_seconds, validity_needed
 
 RULES: dict[str, validation.Rule] = {
@@ -25,9 +26,10 @@ RULES: dict[str, validation.Rule] = {
     "kubeconfig": validation.kubeconfig_path,
     "registration_token_expires_at": validation.optional_timestamp,
     "owner": validation.owner_id,
+    "docker": validation.boolean,
 }
 # What a runner's pod and registration are made of: a change recreates the runner.
-SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config")
+SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config", "pod_template", "docker")
 # These only steer how the provider works, so they change in place.
 SETTINGS = (
     "grace_period_seconds",
@@ -40,11 +42,22 @@ SETTINGS = (
 # token's expiry changes only with the token, whose hash Diff compares already.
 UNDIFFED = ("owner", "registration_token_expires_at")
 # Inputs added after the first release: a state written before them holds none, which means the default.
-LATER_DEFAULTS: dict[str, Any] = {"jit_config": False}
+LATER_DEFAULTS: dict[str, Any] = {"jit_config": False, "pod_template": None, "docker": False}
+# How long a deleted pod may take to go beyond its termination grace before it is forced.
+POD_GONE_MARGIN_SECONDS = 60
 
 
 def stored(props: dict[str, Any], key: str) -> Any:
     return props.get(key, LATER_DEFAULTS.get(key))
+
+
+def input_differs(olds: dict[str, Any], news: dict[str, Any], key: str) -> bool:
+    """For Diff. A pod template counts by what it makes, not how it is written: key order, a quantity's 2
+    against "2", an empty template against none."""
+    old, new = stored(olds, key), news.get(key)
+    if key == "pod_template" and not validation.holds_unknown(new):
+        return template_json(old) != template_json(new)
+    return validation.differs(old, new)
 
 
 def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule]) -> tuple[dict[str, Any], list]:
@@ -54,6 +67,7 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
     if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
         inputs["labels"] = _normalized_labels(labels)
     failures = validation.failures(inputs, rules)
+    failures += template_failures(inputs.get("pod_template"), docker=inputs.get("docker"))
     jit, token = inputs.get("jit_config"), inputs.get("registration_token")
     if not any(prop == "labels" for prop, _ in failures) and (reason := _too_many_labels(inputs)):
         failures.append(("labels", reason))
@@ -132,7 +146,15 @@ def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> R
         jit_config=bool(stored(props, "jit_config")),
         pool=pool,
         owner=props.get("owner"),
+        pod_template=template_json(stored(props, "pod_template")),
+        docker=bool(stored(props, "docker")),
     )
+
+
+def pod_gone_timeout_seconds(props: dict[str, Any]) -> float:
+    """The pod's termination grace (the template's, else the provider's) and a margin: then it is forced."""
+    grace = ((stored(props, "pod_template") or {}).get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(TERMINATION_GRACE_SECONDS if grace is None else grace) + POD_GONE_MARGIN_SECONDS
 
 
 def _normalized_labels(labels: list[Any] | tuple[Any, ...]) -> list[Any]:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import JitConfig
 from .github_client import RunnerNameTaken as GitHubNameTaken
-from .kube_client import PodAlreadyExists, pod_finished, pod_live, pod_stuck
+from .kube_client import PodAlreadyExists
 from .logs import ROUTINE
 from .manifests import (
     OWNER_LABEL,
@@ -34,6 +34,7 @@ from .manifests import (
     pod_manifest,
     secret_manifest,
 )
+from .pod_state import pod_finished, pod_live, pod_stuck, why_not_running
 from .registration_tokens import StartTokens
 from .teardown import (
     PodApi,
@@ -82,6 +83,7 @@ class RunnerNameTaken(Exception):
 
 
 class PodCreator(PodApi, Protocol):
+    def validate_pod(self, manifest: dict[str, Any]) -> None: ...
     def apply_secret(self, manifest: dict[str, Any]) -> None: ...
     def create_pod(self, manifest: dict[str, Any]) -> None: ...
 
@@ -113,10 +115,14 @@ def start_runner(
     pod_known_gone: bool = False,
     name_checked: bool = False,
     ours: dict[str, Any] | None = None,
+    pod_validated: bool = False,
 ) -> int:
     """Returns the id GitHub gave the runner. ``tokens`` is None for a just-in-time runner; ``pod_known_gone``
     after a teardown has just seen the pod of this name go; ``name_checked`` when the caller has made sure that
-    the name is free (a teardown has just removed its registration by the id in state) or ``ours``."""
+    the name is free (a teardown has just removed its registration by the id in state) or ``ours``;
+    ``pod_validated`` when the API server has judged a pod of this spec already (a pool's, once for all)."""
+    if not pod_validated:
+        pods.validate_pod(pod_manifest(spec))  # PodRejected before anything is written
     existing = None if pod_known_gone else pods.read_pod(spec.namespace, spec.pod_name)
     if _in_the_way(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
@@ -296,31 +302,3 @@ def _wait_registered(
                 f"(register_timeout_seconds); pod {spec.namespace}/{spec.pod_name}: {why_not_running(pod)}"
             )
         delay = min(delay * 1.5, REGISTRATION_POLL_MAX_SECONDS, max(deadline - clock.monotonic(), 0.0))
-
-
-# What the runner prints when config.sh fails, in the user's words.
-_RUNNER_ERRORS = (
-    (("expired",), "the registration token expired"),
-    (("same name", "already exists"), "the runner name is taken in GitHub"),
-)
-
-
-def why_not_running(pod: Any) -> str:
-    """The container's own account (its termination message: config.sh's error with FallbackToLogsOnError),
-    else its state, in the user's words."""
-    if pod is None or pod.status is None:
-        return "the pod has no status"
-    for status in pod.status.container_statuses or []:
-        state, last = status.state, status.last_state
-        waiting = state.waiting if state is not None else None
-        terminated = (state.terminated if state is not None else None) or (last.terminated if last else None)
-        if waiting is not None and waiting.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
-            return f"the image {status.image} could not be pulled ({waiting.reason}: {waiting.message or ''})"
-        if terminated is not None and terminated.exit_code != 0:
-            message = (terminated.message or "").strip()
-            plain = next((words for keys, words in _RUNNER_ERRORS if any(k in message.lower() for k in keys)), None)
-            said = f": {message.splitlines()[-1][:300]}" if message else ""
-            return f"{plain or 'the runner exited with code ' + str(terminated.exit_code)}{said}"
-        if waiting is not None:
-            return f"its container is waiting ({waiting.reason})"
-    return f"phase {pod.status.phase}"

@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 from .clock import Clock
 from .github_client import RemoveOutcome
-from .kube_client import pod_finished
 from .logs import ROUTINE
 from .manifests import RunnerSpec, owner_label
+from .pod_state import pod_finished
 
 log = logging.getLogger(__name__)
 

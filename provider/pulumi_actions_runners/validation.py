@@ -27,6 +27,14 @@ def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 
 
+def holds_unknown(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(map(holds_unknown, value.values()))
+    if isinstance(value, (list, tuple)):
+        return any(map(holds_unknown, value))
+    return is_unknown(value)
+
+
 def differs(old: Any, new: Any) -> bool:
     """For Diff: an input that is not known yet may differ, so it counts as changed."""
     return is_unknown(new) or old != new

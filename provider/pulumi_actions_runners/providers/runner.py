@@ -18,9 +18,9 @@ from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
 from ..github_client import GitHubClient
-from ..kube_client import ENDED_PHASES, pod_phase
 from ..logs import log_to_stderr
-from ..manifests import TERMINATION_GRACE_SECONDS, owner_label
+from ..manifests import owner_label
+from ..pod_state import ENDED_PHASES, pod_phase, pod_problem
 from ..redaction import scrubbed_provider
 from ..runner_inputs import (
     LATER_DEFAULTS,
@@ -29,9 +29,10 @@ from ..runner_inputs import (
     SPEC_FIELDS,
     UNDIFFED,
     check_runner_inputs,
+    input_differs,
+    pod_gone_timeout_seconds,
     runner_spec,
     start_tokens,
-    stored,
 )
 from ..startup import StartTimeouts, start_runner
 from ..teardown import RunnerLocation, TeardownTimeouts, owns, tear_down_runner
@@ -39,7 +40,6 @@ from ..teardown import RunnerLocation, TeardownTimeouts, owns, tear_down_runner
 RUNNER_RULES: dict[str, validation.Rule] = {**RULES, "runner_name": validation.dns_label}
 # A new registration means a new pod: these force a replacement (the pod is recreated with them).
 REPLACE_ON = ("namespace", "runner_name", *SPEC_FIELDS)
-POD_GONE_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS + 60
 
 
 @scrubbed_provider
@@ -54,7 +54,7 @@ class RunnerProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call: the token's hash decides, so a preview shows every runner a new token recreates; and
         a runner whose pod a refresh found ended, gone or stuck (``pod_phase``) is recreated too."""
-        replaces = [k for k in ("token_hash", *REPLACE_ON) if validation.differs(stored(olds, k), news.get(k))]
+        replaces = [k for k in ("token_hash", *REPLACE_ON) if input_differs(olds, news, k)]
         if olds.get("pod_phase") in ENDED_PHASES:
             replaces.append("pod_phase")
         changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in SETTINGS)
@@ -73,7 +73,7 @@ class RunnerProvider(ResourceProvider):
                 StartTimeouts(
                     register_timeout_seconds=props["register_timeout_seconds"],
                     unregister_timeout_seconds=props["unregister_timeout_seconds"],
-                    pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+                    pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
                     grace_period_seconds=props["grace_period_seconds"],
                 ),
             )
@@ -99,14 +99,15 @@ class RunnerProvider(ResourceProvider):
                 TeardownTimeouts(
                     grace_period_seconds=props["grace_period_seconds"],
                     unregister_timeout_seconds=props["unregister_timeout_seconds"],
-                    pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+                    pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
                 ),
             )
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The runner as it is. One whose pod has ended, is gone or is stuck (a persistent runner crash-looping
-        on an expired token) stays in state with that ``pod_phase``: the next up recreates it (Diff), and a
-        destroy still takes down its Secret and registration."""
+        on an expired token) stays in state with that ``pod_phase``, and ``pod_problem`` says why in the user's
+        words (a deprecated runner version, say): the next up recreates it (Diff), and a destroy still takes down
+        its Secret and registration."""
         with connect(props) as clients:
             pod = clients.kube.read_pod(props["namespace"], props["pod_name"])
             runner = _registration(clients.github, props)
@@ -116,6 +117,7 @@ class RunnerProvider(ResourceProvider):
             "runner_status": runner["status"] if runner else None,
             "runner_busy": runner["busy"] if runner else None,
             "pod_phase": pod_phase(pod),
+            "pod_problem": pod_problem(pod),
         }
         return ReadResult(id_, outs)
 

@@ -24,9 +24,10 @@ from pulumi.dynamic import (
 from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
-from ..kube_client import ENDED_PHASES, PodAlreadyExists, describe, pod_phase
+from ..kube_client import PodAlreadyExists, PodRejected, describe
 from ..logs import log_to_stderr
-from ..manifests import POOL_LABEL, TERMINATION_GRACE_SECONDS
+from ..manifests import POOL_LABEL
+from ..pod_state import ENDED_PHASES, pod_phase, pod_problem
 from ..pool import PoolResult, PoolRunner, PoolSpec, PoolTimeouts, reconcile_pool, tear_down_pool
 from ..redaction import scrub_all, scrubbed_provider
 from ..registration_tokens import StartTokens
@@ -37,9 +38,10 @@ from ..runner_inputs import (
     SPEC_FIELDS,
     UNDIFFED,
     check_runner_inputs,
+    input_differs,
+    pod_gone_timeout_seconds,
     runner_spec,
     start_tokens,
-    stored,
 )
 from ..startup import RunnerNameTaken
 from ..teardown import RunnerLocation, owns
@@ -54,7 +56,7 @@ POOL_RULES: dict[str, validation.Rule] = {
 REPLACE_ON = ("github_url", "namespace", "pool_name")
 # A change rotates runners (or adds and removes them) in an update of the pool.
 ROLL_ON = ("token_hash", *SPEC_FIELDS, "replicas", "max_unavailable")
-POD_GONE_TIMEOUT_SECONDS = TERMINATION_GRACE_SECONDS + 60
+SEEN_BY_REFRESH = "seen by refresh: "  # marks the problems a refresh found, which the next refresh replaces
 
 
 @scrubbed_provider
@@ -69,8 +71,8 @@ class RunnerPoolProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call. Besides changed inputs, a pool whose last update did not converge (or whose runners a
         refresh found ended) has changes, so that the next up finishes the work."""
-        replaces = [k for k in REPLACE_ON if validation.differs(stored(olds, k), news.get(k))]
-        changed = any(validation.differs(stored(olds, k), news.get(k)) for k in (*ROLL_ON, *SETTINGS))
+        replaces = [k for k in REPLACE_ON if input_differs(olds, news, k)]
+        changed = any(input_differs(olds, news, k) for k in (*ROLL_ON, *SETTINGS))
         changes = bool(replaces) or changed or not _converged(olds)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
@@ -100,7 +102,8 @@ class RunnerPoolProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Each runner's registration (only one that is provably its own) and pod as they are now; one that has
-        neither is gone from the list."""
+        neither is gone from the list. ``problems`` gain what the refresh saw: each runner that will not run a job
+        again without an update, and why (a deprecated runner version, an image that cannot be pulled)."""
         spec = _pool_spec(props)
         with connect(props) as clients:
             registered = by_preferred_name(clients.github.list_runners())
@@ -108,7 +111,7 @@ class RunnerPoolProvider(ResourceProvider):
                 pod.metadata.name: pod
                 for pod in clients.kube.list_pods(props["namespace"], f"{POOL_LABEL}={props['pool_name']}")
             }
-        runners = []
+        runners, problems = [], []
         for runner in props.get("runners") or []:
             registration, pod = registered.get(runner["name"]), pods.get(runner["pod"])
             location = RunnerLocation.of(spec.template, _pool_runner(runner).runner_id)
@@ -125,7 +128,11 @@ class RunnerPoolProvider(ResourceProvider):
                     "pod_phase": pod_phase(pod),
                 }
             )
-        return ReadResult(id_, {**props, "runners": runners})
+            if problem := pod_problem(pod):
+                problems.append(f"{SEEN_BY_REFRESH}runner {runner['name']}: {problem}")
+        # The last update's problems stay (the next up must finish its work); the last refresh's are replaced.
+        kept = [p for p in props.get("problems") or [] if not p.startswith(SEEN_BY_REFRESH)]
+        return ReadResult(id_, {**props, "runners": runners, "problems": scrub_all([*kept, *problems])})
 
 
 def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, Any]:
@@ -137,8 +144,8 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, An
         with connect(props) as clients:
             spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, _timeouts(props))
-    except (RunnerNameTaken, PodAlreadyExists):
-        raise  # raised before anything was touched: another's runners hold the names
+    except (RunnerNameTaken, PodAlreadyExists, PodRejected):
+        raise  # raised before anything was touched: another's runners hold the names, or the pod is refused
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
@@ -186,7 +193,7 @@ def _timeouts(props: dict[str, Any]) -> PoolTimeouts:
         grace_period_seconds=props["grace_period_seconds"],
         unregister_timeout_seconds=props["unregister_timeout_seconds"],
         register_timeout_seconds=props["register_timeout_seconds"],
-        pod_gone_timeout_seconds=POD_GONE_TIMEOUT_SECONDS,
+        pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
     )
 
 
