@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,11 +38,15 @@ def kube_api_server() -> Iterator[KubeApiServer]:
         yield server
 
 
+def quick_simulator(kube_api_server: KubeApiServer, **overrides: Any) -> Simulator:
+    """A simulator on the session's API server whose pods and runners start and stop in hundredths of a second."""
+    settings = {"token_lifetime": 2000, "schedule_delay": 0.05, "boot_seconds": 0.02, "stop_seconds": 0.02}
+    return Simulator(api_server=kube_api_server, **{**settings, **overrides})
+
+
 @pytest.fixture
 def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
-    with Simulator(
-        token_lifetime=2000, schedule_delay=0.05, boot_seconds=0.02, stop_seconds=0.02, api_server=kube_api_server
-    ) as simulator:
+    with quick_simulator(kube_api_server) as simulator:
         yield simulator
 
 

@@ -100,3 +100,20 @@ def runner_and_pool(sim: Simulator, token: str, **args: Any) -> Callable[[], Non
         token_and_pool(sim, token, replicas=2, **args)()
 
     return program
+
+
+def credentials_from_environment(sim: Simulator) -> Callable[[], None]:
+    """A RegistrationToken and a Runner given no GitHub credential: the provider's environment has it."""
+
+    def program() -> None:
+        token = RegistrationToken("registration", github_url=sim.repo_url)
+        Runner(
+            "runner",
+            github_url=sim.repo_url,
+            namespace="actions-runners",
+            registration_token=token,
+            kubeconfig=str(sim.kubeconfig),
+            grace_period_seconds=0,
+        )
+
+    return program

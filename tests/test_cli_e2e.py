@@ -13,7 +13,7 @@ import pytest
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
-from tests.conftest import ROOT, wait_until
+from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.helpers import NAMESPACE, core_api, events_for, secret_token
 
 RUNNERS = ("runner-0", "runner-1")
@@ -22,14 +22,7 @@ RUNNERS = ("runner-0", "runner-1")
 @pytest.fixture
 def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
     """The program makes its namespace itself: the simulator makes none."""
-    with Simulator(
-        token_lifetime=2000,
-        schedule_delay=0.05,
-        boot_seconds=0.02,
-        stop_seconds=0.02,
-        namespaces=(),
-        api_server=kube_api_server,
-    ) as simulator:
+    with quick_simulator(kube_api_server, namespaces=()) as simulator:
         yield simulator
 
 
@@ -174,14 +167,16 @@ def pool_outputs(stack: PulumiWorkspace) -> dict:
     return next(r["outputs"] for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerPool"))
 
 
-def test_a_pod_template_and_docker_from_config_shape_the_pods_and_a_change_replaces_them(
+def test_a_pod_template_docker_and_a_github_app_from_config_with_the_real_cli(
     cli_dir: Path, plugin_dir: Path, sim: Simulator
 ) -> None:
-    """programs/runners builds a PodTemplateSpecArgs from config: it reaches the pod through the real CLI."""
+    """programs/runners builds a PodTemplateSpecArgs from config, and authenticates as the simulator's GitHub App:
+    both reach GitHub and the pod through the real CLI, and a change of the template replaces the runner."""
     with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack:
-        config = sim.stack_config(runners=1, grace_period_seconds=1, create_namespace=True)
+        app_config, app_secrets = sim.credentials(github_app=True)
+        config = sim.stack_config(runners=1, grace_period_seconds=1, create_namespace=True) | app_config
         config |= {"runnerCpu": "1", "runnerMemory": "2Gi", "docker": "true", "dockerMemory": "1Gi"}
-        stack.new_stack(config=config, secrets={"githubToken": sim.credential})
+        stack.new_stack(config=config, secrets=app_secrets)
         stack.run("config", "set", "--path", 'nodeSelector["kubernetes.io/os"]', "linux")
         stack.run("up", "--yes")
 
@@ -195,6 +190,13 @@ def test_a_pod_template_and_docker_from_config_shape_the_pods_and_a_change_repla
         assert pod["metadata"]["labels"]["app.kubernetes.io/part-of"] == "ci"
         assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
         assert [r["status"] for r in sim.github.runners()] == ["online"]
+
+        # One installation token for the whole up, shared by the RegistrationToken and the Runner; no PAT.
+        assert [c["status"] for c in sim.github.calls(path_regex=r"/access_tokens$")] == [201]
+        assert all("ghp_" not in c["headers"].get("Authorization", "") for c in sim.github.calls())
+        exported = stack.run("stack", "export").stdout
+        assert sim.app_private_key.splitlines()[1] not in exported
+        assert all(token not in exported for token in sim.github.apps.issued)
 
         stack.run("config", "set", "runnerMemory", "3Gi")
         preview = stack.run("preview").stdout

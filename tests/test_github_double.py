@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+import jwt
 import pytest
 import requests
 from openapi_core import OpenAPI
@@ -29,6 +30,7 @@ from openapi_core.templating.responses.exceptions import ResponseNotFound
 from openapi_core.validation.response.exceptions import InvalidData
 from openapi_schema_validator import OAS30Validator
 
+from actions_runners_simulator.github_apps import new_private_key
 from actions_runners_simulator.github_double import GitHubDouble, RegistrationRefused
 from actions_runners_simulator.runner import SimulatedRunners
 from tests.fakes import FakePodProcess
@@ -1182,3 +1184,63 @@ def test_rate_limit_refusals_count_primary_and_secondary_refusals_but_not_faults
     faults = [call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_second") for _ in range(4)]
     assert [response.status_code for response in faults] == [403, 429, 503, 200]
     assert (limited.rate_limit_refusals(), limited.secondary_limit_hits()) == (2, 1)
+
+
+# --- GitHub Apps --------------------------------------------------------------------------------------------
+
+
+def app_jwt(app_id: int, key: str, *, iat_offset: int = -60, lifetime: int = 540) -> str:
+    now = int(time.time())
+    return jwt.encode({"iat": now + iat_offset, "exp": now + iat_offset + lifetime, "iss": str(app_id)}, key, "RS256")
+
+
+def test_a_github_app_finds_its_installation_and_gets_a_token_that_expires(github) -> None:
+    key = new_private_key()
+    installations = github.apps.add_app(7, key, installed_on={"octo": "Organization"})
+    bearer = app_jwt(7, key)
+
+    for path in ("/orgs/octo/installation", "/repos/octo/app/installation"):
+        found = call(github, "GET", path, credential=bearer)
+        assert found.status_code == 200 and found.json()["id"] == installations["octo"]
+        assert_matches_contract(found)
+    missing = call(github, "GET", "/repos/elsewhere/app/installation", credential=bearer)
+    assert missing.status_code == 404
+    assert_matches_contract(missing)
+    missing = call(github, "GET", "/orgs/elsewhere/installation", credential=bearer)
+    assert missing.status_code == 404
+    assert_matches_contract(missing, described=False)  # GitHub's description of this call has no 404
+
+    github.apps.token_lifetime = 1.0
+    granted = call(github, "POST", f"/app/installations/{installations['octo']}/access_tokens", credential=bearer)
+    assert granted.status_code == 201 and granted.json()["token"].startswith("ghs_")
+    assert_matches_contract(granted)
+    token = granted.json()["token"]
+    assert call(github, "GET", "/orgs/octo/actions/runners", credential=token).status_code == 200
+    other = call(github, "GET", "/orgs/other/actions/runners", credential=token)
+    assert (other.status_code, other.json()["message"]) == (403, "Resource not accessible by integration")
+    time.sleep(1.1)
+    expired = call(github, "GET", "/orgs/octo/actions/runners", credential=token)
+    assert (expired.status_code, expired.json()["message"]) == (401, "Bad credentials")
+    assert_matches_contract(expired, described=False)  # 401 is undescribed for the runner calls
+
+
+@pytest.mark.parametrize(
+    ("make_bearer", "message"),
+    [
+        (lambda key, other: app_jwt(7, other), "A JSON web token could not be decoded"),
+        (lambda key, other: app_jwt(8, key), "Integration '8' not found"),
+        (lambda key, other: app_jwt(7, key, iat_offset=-700), "'Expiration time' claim ('exp') must be a numeric"),
+        (lambda key, other: app_jwt(7, key, iat_offset=120), "'Issued at' claim ('iat') must be an Integer"),
+        (lambda key, other: app_jwt(7, key, lifetime=900), "'Expiration time' claim ('exp') is too far in the future"),
+        (lambda key, other: "not-a-jwt", "A JSON web token could not be decoded"),
+    ],
+)
+def test_a_jwt_github_would_refuse_gets_its_401(github, make_bearer, message: str) -> None:
+    key, other = new_private_key(), new_private_key()
+    installations = github.apps.add_app(7, key, installed_on={"octo": "Organization"})
+    refused = call(
+        github, "POST", f"/app/installations/{installations['octo']}/access_tokens", credential=make_bearer(key, other)
+    )
+    assert refused.status_code == 401 and refused.json()["message"].startswith(message), refused.json()
+    assert_matches_contract(refused)
+    assert github.apps.issued == []

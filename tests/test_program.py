@@ -116,3 +116,13 @@ def test_program_shapes_the_runner_pods_from_config_in_kubernetes_field_names() 
     }
     runner = run_program({"githubUrl": "https://github.com/octo-org"}).of_type(":Runner")[0]
     assert runner.inputs.get("pod_template") is None and runner.inputs["docker"] is False
+
+
+def test_program_can_authenticate_as_a_github_app_from_config() -> None:
+    mocks = run_program(
+        {"githubUrl": "https://github.com/octo-org", "githubAppId": "123456", "githubAppPrivateKey": "PEM"},
+        secret_keys=("githubAppPrivateKey",),
+    )
+    for resource in [*mocks.of_type(":RegistrationToken"), *mocks.of_type(":Runner")]:
+        assert resource.inputs["github_app_id"] == "123456" and resource.inputs.get("github_token") is None
+        assert rpc.is_rpc_secret(resource.inputs["github_app_private_key"])

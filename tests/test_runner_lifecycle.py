@@ -16,7 +16,7 @@ from pulumi_actions_runners.github_client import GitHubClient
 from pulumi_actions_runners.github_url import parse_github_url
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, core_api, events_for, new_token, outputs, owner_label, secret_token, sha256
-from tests.programs import jit_runner, runner_with_token, token_and_runners
+from tests.programs import credentials_from_environment, jit_runner, runner_with_token, token_and_runners
 
 
 def test_up_creates_runners_registered_with_github_whose_pods_read_the_token_from_a_secret(sim, engine) -> None:
@@ -244,19 +244,7 @@ def test_destroy_after_everything_is_already_gone(sim, engine) -> None:
 def test_github_token_from_the_environment_when_no_input_is_given(sim) -> None:
     import os
 
-    def program() -> None:
-        from pulumi_actions_runners import RegistrationToken, Runner
-
-        token = RegistrationToken("registration", github_url=sim.repo_url)
-        Runner(
-            "runner",
-            github_url=sim.repo_url,
-            namespace=NAMESPACE,
-            registration_token=token.token,
-            kubeconfig=str(sim.kubeconfig),
-            grace_period_seconds=0,
-        )
-
+    program = credentials_from_environment(sim)
     with MiniEngine(ROOT, env={**os.environ, "GITHUB_TOKEN": sim.credential}) as engine:
         engine.up(program)
         assert sim.github.runners()[0]["status"] == "online"
@@ -265,7 +253,8 @@ def test_github_token_from_the_environment_when_no_input_is_given(sim) -> None:
     with MiniEngine(ROOT, env=without) as engine, pytest.raises(DeploymentFailed) as raised:
         engine.up(program)
     assert isinstance(raised.value.errors[0], CheckFailed)
-    assert dict(raised.value.errors[0].failures)["github_token"].endswith("give one of them a GitHub token")
+    reason = dict(raised.value.errors[0].failures)["github_token"]
+    assert reason.endswith("give a GitHub token, or a GitHub App (github_app_id and github_app_private_key)"), reason
 
 
 def test_a_runner_that_cannot_register_fails_create_and_leaves_nothing_behind(sim) -> None:

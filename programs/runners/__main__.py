@@ -1,7 +1,10 @@
 """A namespace of self-hosted runners sharing one registration token, configured with `pulumi config`.
 
 pulumi config set githubUrl https://github.com/OWNER/REPO
-pulumi config set --secret githubToken ghp_...        # or GITHUB_TOKEN in the environment
+pulumi config set --secret githubToken ghp_...        # or GITHUB_TOKEN in the environment; or a GitHub App:
+pulumi config set githubAppId 123456                 #   the App's id (or GITHUB_APP_ID in the environment)
+pulumi config set --secret githubAppPrivateKey "$(cat app.private-key.pem)"   # (or GITHUB_APP_PRIVATE_KEY)
+pulumi config set githubAppInstallationId 7890       #   optional: else the App's installation on the owner
 pulumi config set runners 3                          # optional
 pulumi config set kubeconfig ~/.kube/config          # optional: else KUBECONFIG / in-cluster
 pulumi config set createNamespace false              # optional: the namespace already exists
@@ -24,6 +27,11 @@ from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
 config = pulumi.Config()
 github_url = config.require("githubUrl")
 github_token = config.get_secret("githubToken")
+github_app = {
+    "github_app_id": config.get("githubAppId"),
+    "github_app_installation_id": config.get_int("githubAppInstallationId"),
+    "github_app_private_key": config.get_secret("githubAppPrivateKey"),
+}
 namespace_name = config.get("namespace") or "actions-runners"
 runner_count = config.get_int("runners") or 3
 labels = [label for label in (config.get("labels") or "pulumi").split(",") if label]
@@ -73,6 +81,7 @@ settings = {
     "labels": labels,
     "grace_period_seconds": 30 if grace_period_seconds is None else grace_period_seconds,
     "github_token": github_token,
+    **github_app,
     "kubeconfig": kubeconfig,
     "pod_template": _pod_template(),
     "docker": config.get_bool("docker") is True,
@@ -86,6 +95,7 @@ if not jit_config:
         "registration",
         github_url=github_url,
         github_token=github_token,
+        **github_app,
         refresh_before_seconds=1800 if refresh_before_seconds is None else refresh_before_seconds,
     )
     pulumi.export("token_expires_at", token.expires_at)

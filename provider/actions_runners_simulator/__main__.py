@@ -33,12 +33,18 @@ def answer_reports(sim: Simulator) -> None:
 def serve(token_lifetime: float, namespace: str | None) -> int:
     namespaces = (namespace,) if namespace else ()
     with Simulator(token_lifetime=token_lifetime, namespaces=namespaces, fault_proxy=False) as sim:
+        app_key_file = sim.workdir / "github-app.private-key.pem"
+        app_key_file.write_text(sim.app_private_key)
+        app_key_file.chmod(0o600)
         print(
             json.dumps(
                 {
                     "github_url": sim.repo_url,
                     "github_api_url": sim.github.api_url,
                     "github_token": sim.credential,
+                    "github_app_id": sim.app_id,
+                    "github_app_installation_id": sim.app_installation_id,
+                    "github_app_private_key_file": str(app_key_file),
                     "kube_api": sim.kube.url,
                     "kubeconfig": str(sim.kubeconfig),
                     "namespace": namespace or sim.namespace,
@@ -60,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     tour = commands.add_parser("demo", help="with the pulumi CLI: create runners, preview a rotation, replace safely")
     tour.add_argument("--runners", type=int, default=3)
+    tour.add_argument("--github-app", action="store_true", help="authenticate as the simulated GitHub App")
     server = commands.add_parser("serve", help="run the simulated GitHub and Kubernetes until interrupted")
     server.add_argument("--token-lifetime", type=float, default=3600.0)
     server.add_argument("--namespace", default="actions-runners", help="made at start, for the runners")
@@ -75,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{TOOLS[name][0]}={folder}")
         return 0
     if args.command == "demo":
-        return demo.run(runners=args.runners)
+        return demo.run(runners=args.runners, github_app=args.github_app)
     return serve(args.token_lifetime, None if args.no_namespace else args.namespace)
 
 

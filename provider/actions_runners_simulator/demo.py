@@ -187,7 +187,7 @@ def banner(text: str) -> None:
     print(f"\n\033[1m$ {text}\033[0m", flush=True)
 
 
-def run(runners: int = 3) -> int:
+def run(runners: int = 3, *, github_app: bool = False) -> int:
     # The CLI, the API server and pulumi_kubernetes' plugin: found, or built at once (a first build takes minutes).
     tools = tool_dirs("pulumi", "kube", "pulumi-kubernetes")
     simulator = SimulatorProcess(tools["kube"])
@@ -195,6 +195,12 @@ def run(runners: int = 3) -> int:
     try:
         sim = simulator.info
         print(f"Simulator: GitHub runner API at {sim['github_api_url']}, Kubernetes API server at {sim['kube_api']}")
+        if github_app:
+            print(f"Authenticating as GitHub App {sim['github_app_id']}, not with a personal access token")
+            sim["credentials"] = (
+                {"githubAppId": str(sim["github_app_id"])},
+                {"githubAppPrivateKey": Path(sim["github_app_private_key_file"]).read_text()},
+            )
         plugin = tools["pulumi-kubernetes"]
         with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], kubernetes_plugin_dir=plugin) as stack:
             tour(stack, simulator, runners)
@@ -214,6 +220,7 @@ def run(runners: int = 3) -> int:
 
 
 def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) -> None:
+    config, secrets = sim.get("credentials") or ({}, {"githubToken": sim["github_token"]})
     stack.new_stack(
         config={
             "githubUrl": sim["github_url"],
@@ -222,9 +229,10 @@ def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) 
             "createNamespace": "true",  # by pulumi_kubernetes, with its own plugin
             "runners": str(runners),
             "gracePeriodSeconds": str(GRACE_SECONDS),
+            **config,
             **settings,
         },
-        secrets={"githubToken": sim["github_token"]},
+        secrets=secrets,
     )
 
 

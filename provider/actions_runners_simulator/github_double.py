@@ -35,6 +35,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from .github_apps import GitHubApps
+
 API_PREFIX = "/api/v3"
 
 _log = logging.getLogger(__name__)
@@ -536,12 +538,22 @@ class _TrafficPolicy:
         }
         self._secondary = {credential: _SecondaryBudget(secondary_limits) for credential in self._user_ids}
         self._secondary_limit_hits = 0
+        self._rate_limit_per_hour, self._rate_limit_window = rate_limit_per_hour, rate_limit_window
+        self._secondary_limits = secondary_limits
         self._rate_limit_refusals = 0  # primary and secondary; injected faults are not counted
         self._anonymous_budget = _RateBudget(_ANONYMOUS_LIMIT_PER_HOUR, rate_limit_window)
         self._faults: list[_Injection] = []
         self._delays: list[_Injection] = []
         self._hang_ups: list[_Injection] = []
         self._calls: list[JsonObject] = []
+
+    def admit(self, principal: str) -> None:
+        """A credential that GitHub made meanwhile (an App installation's): budgets of its own from now on."""
+        with self._lock:
+            if principal not in self._user_ids:
+                self._user_ids[principal] = len(self._user_ids) + 1
+                self._budgets[principal] = _RateBudget(self._rate_limit_per_hour, self._rate_limit_window)
+                self._secondary[principal] = _SecondaryBudget(self._secondary_limits)
 
     def log(self, method: str, path: str, query: str, headers: Message) -> JsonObject:
         """Record a request on arrival; its status stays None until it is answered."""
@@ -795,6 +807,7 @@ class GitHubDouble:
         self._traffic = _TrafficPolicy(
             lock, credentials, rate_limit_per_hour, rate_limit_window_seconds, secondary_limits
         )
+        self.apps = GitHubApps(token_lifetime=3600.0)  # GitHub Apps: add_app, and their installation tokens
         self._server: _Server | None = None
         self._issued: list[str] = []
         self._issued_lock = threading.Lock()
@@ -808,6 +821,7 @@ class GitHubDouble:
         self._server = _Server(self)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self.api_url = self.url + API_PREFIX
+        self.apps.api_url = self.api_url
         serve = functools.partial(self._server.serve_forever, poll_interval=0.05)  # so that stop() is quick
         threading.Thread(target=serve, name="github-double-http", daemon=True).start()
         return self
@@ -887,9 +901,9 @@ class GitHubDouble:
         return self._traffic.calls(method and method.upper(), path_regex)
 
     def issued_credentials(self) -> list[str]:
-        """Every registration token, remove token and just-in-time config handed out so far."""
+        """Every registration token, remove token, just-in-time config and installation token handed out so far."""
         with self._issued_lock:
-            return list(self._issued)
+            return [*self._issued, *self.apps.issued]
 
     def secondary_limit_hits(self) -> int:
         """How many REST requests a secondary limit refused, so a benchmark can show that it stayed within."""
@@ -964,8 +978,21 @@ class GitHubDouble:
         return reply
 
     def _answer_api(self, method: str, path: str, query: str, headers: Message, body: bytes, request_id: str) -> _Reply:
-        """Serve a REST request; it counts as in flight from arrival, through any injected delay."""
+        """Serve a REST request; it counts as in flight from arrival, through any injected delay. An App's JWT
+        reaches only the App endpoints; an installation token counts against its installation's budgets and
+        reaches the scopes of its installation's account only."""
         credential = _credential(headers.get("Authorization"))
+        app_answer = self.apps.answer(method, path, credential)
+        if app_answer is not None:
+            status, body = app_answer
+            return _Reply(status, body | ({"status": str(status)} if status >= 400 else {}))
+        grant = self.apps.grant(credential)
+        if grant is not None:
+            credential = grant.principal
+            self._traffic.admit(credential)
+            match = _RUNNERS_ROUTE.fullmatch(path)
+            if match is not None and match["scope"].split("/")[1] != grant.account:
+                return _error(403, "Resource not accessible by integration", _RUNNER_DOCS)
         too_many = self._traffic.enter(path, credential, request_id)
         if too_many is not None:
             return too_many

@@ -11,12 +11,14 @@ import requests
 from pulumi_actions_runners.github_budget import WINDOW_ENV
 
 from .cluster import SimulatedCluster
+from .github_apps import new_private_key
 from .github_double import GitHubDouble
 from .kube_apiserver import KubeApiServer
 from .runner import SimulatedRunners
 
 CREDENTIAL = "ghp_simulator"
 OWNER, REPOSITORY = "octo-org", "ci"
+APP_ID = 424242  # the simulated GitHub App, installed on the simulated organization
 
 
 class Simulator:
@@ -35,19 +37,26 @@ class Simulator:
         time_scale: float = 1.0,
         api_server: KubeApiServer | None = None,
         fault_proxy: bool = True,
+        app_token_lifetime: float = 3600.0,
     ) -> None:
         """``namespaces`` are made at start (a program that makes its own namespace needs none); ``api_server``
         is a running one to borrow (reset at stop), else the simulator starts its own. Without ``fault_proxy``
         the kubeconfig points at the API server itself (no faults to stage, no request log: benchmarks, and
         users trying the simulator). ``time_scale`` shrinks
         GitHub's rate-limit minute and hour (the limits stay GitHub's), so that a benchmark with grace periods
-        scaled down by the same factor meets the budget as a real fleet would."""
+        scaled down by the same factor meets the budget as a real fleet would. A GitHub App (``app_id``,
+        ``app_private_key``) is installed on the simulated organization; its installation tokens live
+        ``app_token_lifetime`` seconds."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             token_lifetime=token_lifetime,
             window_seconds=60.0 / time_scale,
             rate_limit_window_seconds=3600.0 / time_scale,
         )
+        self.github.apps.token_lifetime = app_token_lifetime
+        self.app_id, self.app_private_key = APP_ID, new_private_key()
+        installations = self.github.apps.add_app(APP_ID, self.app_private_key, installed_on={OWNER: "Organization"})
+        self.app_installation_id = installations[OWNER]
         self.provider_env = {WINDOW_ENV: str(60.0 / time_scale)}  # the provider paces itself to the same minute
         self.runners = SimulatedRunners(
             self.github, boot_seconds=boot_seconds, stop_seconds=stop_seconds, docker_boot_seconds=docker_boot_seconds
@@ -96,8 +105,9 @@ class Simulator:
     def stack_config(
         self, *, runners: int, grace_period_seconds: float, pool: bool = False, create_namespace: bool = False
     ) -> dict[str, str]:
-        """The `pulumi config` of programs/runners for this simulator. With ``create_namespace`` the program makes
-        the namespace with pulumi_kubernetes (its plugin is on the CLI's PATH: tools/pulumi-kubernetes)."""
+        """The `pulumi config` of programs/runners for this simulator (the credential apart: see `credentials`).
+        With ``create_namespace`` the program makes the namespace with pulumi_kubernetes (its plugin is on the
+        CLI's PATH: tools/pulumi-kubernetes)."""
         return {
             "githubUrl": self.repo_url,
             "kubeconfig": str(self.kubeconfig),
@@ -108,6 +118,12 @@ class Simulator:
             "tokenRefreshBeforeSeconds": "0",
             "pool": str(pool).lower(),
         }
+
+    def credentials(self, *, github_app: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+        """programs/runners' credential settings, (config, secrets): the token, or the App."""
+        if github_app:
+            return {"githubAppId": str(self.app_id)}, {"githubAppPrivateKey": self.app_private_key}
+        return {}, {"githubToken": self.credential}
 
     def start(self) -> Simulator:
         self.github.start()

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .credentials import github_credential
+from .github_app import InstallationTokens
+from .github_auth import github_auth
 from .github_client import GitHubClient, JitConfig, RemoveOutcome
 from .github_url import parse_github_url
 from .kube_client import KubeClient
@@ -71,9 +72,10 @@ _per_scope: dict[tuple[str, str, str], _ScopeShared] = {}
 _per_scope_lock = threading.Lock()
 
 
-def _shared_for(api_url: str, runners_path: str, credential: str) -> _ScopeShared:
-    """Keyed by a hash of the credential: the registry never holds the credential itself."""
-    key = (api_url, runners_path, hashlib.sha256(credential.encode()).hexdigest())
+def _shared_for(api_url: str, runners_path: str, credential: str | InstallationTokens) -> _ScopeShared:
+    """Keyed by a hash of the credential (an App's: its installation), never by the credential itself."""
+    identity = credential if isinstance(credential, str) else credential.budget_key
+    key = (api_url, runners_path, hashlib.sha256(identity.encode()).hexdigest())
     with _per_scope_lock:
         return _per_scope.setdefault(key, _ScopeShared())
 
@@ -81,7 +83,7 @@ def _shared_for(api_url: str, runners_path: str, credential: str) -> _ScopeShare
 @contextmanager
 def connect(props: dict[str, Any]) -> Iterator[Connections]:
     target = parse_github_url(props["github_url"])
-    credential = github_credential(props.get("github_token"))
+    credential = github_auth(props)
     shared = _shared_for(target.api_url, target.runners_path, credential)
     with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
         yield Connections(github, SharedRunners(github, shared.directory), kube, shared.fresh_tokens)

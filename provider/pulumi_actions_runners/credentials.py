@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 GITHUB_TOKEN_ENV = "GITHUB_TOKEN"
+GITHUB_APP_PRIVATE_KEY_ENV = "GITHUB_APP_PRIVATE_KEY"
 GITHUB_TOKEN_INPUT = "github_token"
 CREDENTIAL_RULE = (
     "use a GitHub token: printable ASCII letters, digits and punctuation, with no space, tab, newline or other "

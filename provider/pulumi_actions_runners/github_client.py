@@ -20,6 +20,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+from .github_app import InstallationTokens
 from .github_budget import MAX_IN_FLIGHT, GitHubBudget, RateLimitWaitTooLong, shared_budget
 from .github_url import GitHubTarget
 from .redaction import remember
@@ -78,20 +79,24 @@ class GitHubClient:
     def __init__(
         self,
         target: GitHubTarget,
-        credential: str,
+        credential: str | InstallationTokens,
         *,
         timeout: float = 10.0,
         retries: int = 4,
         max_rate_limit_wait: float = 900.0,
         budget: GitHubBudget | None = None,
     ) -> None:
-        """``budget`` defaults to the process's one budget for this GitHub and credential (`shared_budget`);
-        ``max_rate_limit_wait`` bounds what one call may wait for it, rate-limit pauses included."""
+        """``credential``: a token, or a GitHub App installation's tokens (renewed as they near their expiry, or
+        when GitHub refuses one). ``budget`` defaults to the process's one budget for this GitHub and credential
+        (`shared_budget`: an App's is its installation's); ``max_rate_limit_wait`` bounds what one call may wait
+        for it, rate-limit pauses included."""
         remember(credential)
         self.target = target
+        self._credential = credential
         self._timeout = timeout
         self._max_rate_limit_wait = max_rate_limit_wait
-        self._budget = budget if budget is not None else shared_budget(target.api_url, credential)
+        budget_key = credential if isinstance(credential, str) else credential.budget_key
+        self._budget = budget if budget is not None else shared_budget(target.api_url, budget_key)
         retry = Retry(
             total=retries,
             backoff_factor=0.5,
@@ -110,7 +115,6 @@ class GitHubClient:
                 "Accept": "application/vnd.github+json",
                 "X-GitHub-Api-Version": API_VERSION,
                 "User-Agent": USER_AGENT,
-                "Authorization": f"Bearer {credential}",
             }
         )
 
@@ -200,11 +204,13 @@ class GitHubClient:
         """Send through the shared budget; a rate-limited answer pauses every caller, then is sent again."""
         url = path_or_url if "://" in path_or_url else self.target.api_url + path_or_url
         path = url.removeprefix(self.target.api_url)
-        waited, limited_status = 0.0, 0
+        waited, limited_status, renewed = 0.0, 0, False
         while True:
+            bearer = self._credential if isinstance(self._credential, str) else self._credential.token()
+            headers = {"Authorization": f"Bearer {bearer}"}
             try:
                 with self._budget.request(method, path, max_wait=self._max_rate_limit_wait - waited) as permit:
-                    response = self._session.request(method, url, timeout=self._timeout, **kwargs)
+                    response = self._session.request(method, url, timeout=self._timeout, headers=headers, **kwargs)
                     retries = getattr(response.raw, "retries", None)
                     permit.extra_attempts = len(retries.history) if retries is not None else 0
             except RateLimitWaitTooLong as error:
@@ -218,6 +224,10 @@ class GitHubClient:
                     f"(already waited {waited + error.waited:.0f} s)",
                 ) from None
             waited += permit.waited
+            if response.status_code == 401 and not isinstance(self._credential, str) and not renewed:
+                self._credential.refused(bearer)  # revoked, or expired early: one new installation token
+                renewed = True
+                continue
             message = _message(response) if response.status_code in (403, 429) else ""
             if self._budget.observe(response.status_code, response.headers, message, permit=permit) is None:
                 return response

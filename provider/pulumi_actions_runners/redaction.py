@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .credentials import GITHUB_TOKEN_ENV, trimmed_credential_inputs
+from .credentials import GITHUB_APP_PRIVATE_KEY_ENV, GITHUB_TOKEN_ENV, trimmed_credential_inputs
 from .kube_client import describe
 
 REDACTED = "[redacted]"
@@ -33,7 +33,7 @@ MIN_SECRET_LENGTH = 6
 # this long is scrubbed on its own too, in case a message quotes one line of it.
 MIN_PART_LENGTH = 8
 # Inputs and outputs of our resources that hold a credential: remembered whenever a provider method sees them.
-SECRET_PROPERTIES = ("github_token", "registration_token", "token")
+SECRET_PROPERTIES = ("github_token", "github_app_private_key", "registration_token", "token")
 PROVIDER_METHODS = ("check", "diff", "create", "read", "update", "delete")
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -77,7 +77,7 @@ def remember(*secrets: object) -> None:
 def scrub(text: str) -> str:
     """``text`` without any credential this process knows of, or any that looks like a bearer header or a
     GitHub token. The environment's GITHUB_TOKEN is looked at each time, since it may change."""
-    remember(os.environ.get(GITHUB_TOKEN_ENV))
+    remember(os.environ.get(GITHUB_TOKEN_ENV), os.environ.get(GITHUB_APP_PRIVATE_KEY_ENV))
     for secret in _longest_first:
         if secret in text:
             text = text.replace(secret, REDACTED)

@@ -60,6 +60,18 @@ def _token_inputs(
     return {"registration_token": _secret(registration_token), "registration_token_expires_at": expires_at}
 
 
+def _app_inputs(
+    app_id: Input[str | int] | None, installation_id: Input[int] | None, private_key: Input[str] | None
+) -> dict[str, Any]:
+    """A GitHub App instead of a token: its id, its installation (else the one on the scope's repository or
+    organization) and its private key (PEM), kept secret even when given as plain text."""
+    return {
+        "github_app_id": app_id,
+        "github_app_installation_id": installation_id,
+        "github_app_private_key": _secret(private_key),
+    }
+
+
 def _with_secret_outputs(opts: ResourceOptions | None, names: list[str]) -> ResourceOptions:
     return ResourceOptions.merge(opts, ResourceOptions(additional_secret_outputs=names))
 
@@ -81,18 +93,22 @@ class RegistrationToken(Resource, module=RESOURCE_MODULE, name="RegistrationToke
         *,
         github_url: Input[str],
         github_token: Input[str] | None = None,
+        github_app_id: Input[str | int] | None = None,
+        github_app_installation_id: Input[int] | None = None,
+        github_app_private_key: Input[str] | None = None,
         refresh_before_seconds: Input[float] = 1800,
         opts: ResourceOptions | None = None,
     ) -> None:
         props = {
             "github_url": github_url,
             "github_token": _secret(github_token),
+            **_app_inputs(github_app_id, github_app_installation_id, github_app_private_key),
             "refresh_before_seconds": refresh_before_seconds,
             "token": None,
             "expires_at": None,
             "token_hash": None,
         }
-        opts = _with_secret_outputs(opts, ["token", "github_token"])
+        opts = _with_secret_outputs(opts, ["token", "github_token", "github_app_private_key"])
         super().__init__(RegistrationTokenProvider(), resource_name, props, opts)
 
 
@@ -133,6 +149,9 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
         unregister_timeout_seconds: Input[float] = 600,
         register_timeout_seconds: Input[float] = 300,
         github_token: Input[str] | None = None,
+        github_app_id: Input[str | int] | None = None,
+        github_app_installation_id: Input[int] | None = None,
+        github_app_private_key: Input[str] | None = None,
         kubeconfig: Input[str] | None = None,
         opts: ResourceOptions | None = None,
     ) -> None:
@@ -152,12 +171,13 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
             "unregister_timeout_seconds": unregister_timeout_seconds,
             "register_timeout_seconds": register_timeout_seconds,
             "github_token": _secret(github_token),
+            **_app_inputs(github_app_id, github_app_installation_id, github_app_private_key),
             "kubeconfig": kubeconfig,
             "runner_id": None,
             "pod_name": None,
             "token_hash": None,
         }
-        opts = _with_secret_outputs(opts, ["registration_token", "github_token"])
+        opts = _with_secret_outputs(opts, ["registration_token", "github_token", "github_app_private_key"])
         super().__init__(RunnerProvider(), resource_name, props, opts)
 
 
@@ -203,6 +223,9 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         unregister_timeout_seconds: Input[float] = 600,
         register_timeout_seconds: Input[float] = 300,
         github_token: Input[str] | None = None,
+        github_app_id: Input[str | int] | None = None,
+        github_app_installation_id: Input[int] | None = None,
+        github_app_private_key: Input[str] | None = None,
         kubeconfig: Input[str] | None = None,
         opts: ResourceOptions | None = None,
     ) -> None:
@@ -224,12 +247,13 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             "unregister_timeout_seconds": unregister_timeout_seconds,
             "register_timeout_seconds": register_timeout_seconds,
             "github_token": _secret(github_token),
+            **_app_inputs(github_app_id, github_app_installation_id, github_app_private_key),
             "kubeconfig": kubeconfig,
             "runners": None,
             "problems": None,
             "token_hash": None,
         }
-        opts = _with_secret_outputs(opts, ["registration_token", "github_token"])
+        opts = _with_secret_outputs(opts, ["registration_token", "github_token", "github_app_private_key"])
         super().__init__(RunnerPoolProvider(), resource_name, props, opts)
         self.problems.apply(functools.partial(_fail_on_problems, resource_name))
 

@@ -7,6 +7,7 @@ from typing import Any
 from . import validation
 from .clock import Clock
 from .credentials import token_hash
+from .github_auth import APP_INPUTS, auth_failures
 from .github_url import parse_github_url
 from .manifests import JIT_TOKEN_HASH, TERMINATION_GRACE_SECONDS, RunnerSpec
 from .pod_template import template_failures, template_json
@@ -22,7 +23,6 @@ RULES: dict[str, validation.Rule] = {
     "grace_period_seconds": validation.seconds_between(0, 3600),
     "unregister_timeout_seconds": validation.seconds_between(0, 86400),
     "register_timeout_seconds": validation.seconds_between(1, 3600),
-    "github_token": validation.github_credential,
     "kubeconfig": validation.kubeconfig_path,
     "registration_token_expires_at": validation.optional_timestamp,
     "owner": validation.owner_id,
@@ -36,6 +36,7 @@ SETTINGS = (
     "unregister_timeout_seconds",
     "register_timeout_seconds",
     "github_token",
+    *APP_INPUTS,
     "kubeconfig",
 )
 # Not compared by Diff: ``owner`` is recorded as the runner was made (its registration carries it), and the
@@ -67,6 +68,7 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
     if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
         inputs["labels"] = _normalized_labels(labels)
     failures = validation.failures(inputs, rules)
+    failures += auth_failures(inputs)
     failures += template_failures(inputs.get("pod_template"), docker=inputs.get("docker"))
     jit, token = inputs.get("jit_config"), inputs.get("registration_token")
     if not any(prop == "labels" for prop, _ in failures) and (reason := _too_many_labels(inputs)):

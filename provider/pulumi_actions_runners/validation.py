@@ -13,7 +13,6 @@ from typing import Any
 
 from pulumi.output import Unknown
 
-from .credentials import CREDENTIAL_RULE, GITHUB_TOKEN_ENV, credential_problem
 from .github_url import parse_github_url
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -58,21 +57,6 @@ def secret_string(value: Any) -> str | None:
     if isinstance(value, str) and value.strip() and not any(c.isspace() for c in value):
         return None
     return "must be a non-empty string without whitespace"
-
-
-def github_credential(value: Any) -> str | None:
-    """A credential input, or else GITHUB_TOKEN in the environment of the provider (that is, of `pulumi`). Either
-    is trimmed before use (a token read from a file ends in a newline); the reason never quotes it."""
-    if value is None:
-        from_environment = os.environ.get(GITHUB_TOKEN_ENV)
-        if not from_environment:
-            return f"is not set and {GITHUB_TOKEN_ENV} is not in the environment: give one of them a GitHub token"
-        problem = credential_problem(from_environment)
-        if problem is None:
-            return None
-        return f"is not set, and {GITHUB_TOKEN_ENV} in the environment {problem}: {CREDENTIAL_RULE}"
-    problem = credential_problem(value)
-    return None if problem is None else f"{problem}: {CREDENTIAL_RULE}"
 
 
 def kubeconfig_path(value: Any) -> str | None:

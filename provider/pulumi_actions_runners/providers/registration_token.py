@@ -17,7 +17,8 @@ from pulumi.dynamic import (
 )
 
 from .. import validation
-from ..credentials import github_credential, token_hash
+from ..credentials import token_hash
+from ..github_auth import APP_INPUTS, auth_failures, github_auth
 from ..github_client import GitHubClient
 from ..github_url import parse_github_url
 from ..logs import log_to_stderr
@@ -25,7 +26,6 @@ from ..redaction import scrubbed_provider
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
-    "github_token": validation.github_credential,
     "refresh_before_seconds": validation.seconds_between(0, 3000),
 }
 
@@ -36,7 +36,8 @@ class RegistrationTokenProvider(ResourceProvider):
         log_to_stderr()
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        return CheckResult(news, [CheckFailure(p, r) for p, r in validation.failures(news, RULES)])
+        failures = validation.failures(news, RULES) + auth_failures(news)
+        return CheckResult(news, [CheckFailure(p, r) for p, r in failures])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Replace only when the token nears expiry (or its scope changes): no churn on an ordinary up."""
@@ -51,7 +52,7 @@ class RegistrationTokenProvider(ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         target = parse_github_url(props["github_url"])
-        with GitHubClient(target, github_credential(props.get("github_token"))) as github:
+        with GitHubClient(target, github_auth(props)) as github:
             grant = github.create_registration_token()
         outs = {
             **_settings(props),
@@ -77,5 +78,6 @@ def _settings(props: dict[str, Any]) -> dict[str, Any]:
     return {
         "github_url": props["github_url"],
         "github_token": props.get("github_token"),
+        **{k: props.get(k) for k in APP_INPUTS},
         "refresh_before_seconds": props["refresh_before_seconds"],
     }
