@@ -1244,3 +1244,35 @@ def test_a_jwt_github_would_refuse_gets_its_401(github, make_bearer, message: st
     assert refused.status_code == 401 and refused.json()["message"].startswith(message), refused.json()
     assert_matches_contract(refused)
     assert github.apps.issued == []
+
+
+# --- runner groups ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["orgs/octo", "enterprises/megacorp"])
+def test_runner_groups_are_listed_by_page_and_decide_where_a_runner_registers(github, scope) -> None:
+    groups = [github.add_runner_group(scope, f"group-{index}") for index in range(3)]
+    first = call(github, "GET", f"/{scope}/actions/runner-groups", params={"per_page": 2})
+    assert first.status_code == 200 and first.json()["total_count"] == 4
+    assert [g["name"] for g in first.json()["runner_groups"]] == ["Default", "group-0"]
+    assert 'rel="next"' in first.headers["Link"]
+    assert_matches_contract(first)
+
+    runner_id, _ = register(github, scope, "grouped")
+    assert github.runners()[0]["runner_group_id"] == 1  # without --runnergroup: Default
+    token = registration_token(github, scope)
+    runner_id = github.register_runner(
+        github_url=config_url(github, scope), token=token, name="grouped", labels=(), ephemeral=False,
+        runner_group="group-1",
+    )  # fmt: skip
+    assert next(r for r in github.runners() if r["id"] == runner_id)["runner_group_id"] == groups[1]
+    with pytest.raises(RegistrationRefused, match='Could not find any self-hosted runner group named "nope"'):
+        github.register_runner(
+            github_url=config_url(github, scope), token=token, name="lost", labels=(), ephemeral=False,
+            runner_group="nope",
+        )  # fmt: skip
+
+    body = {"name": "jit", "runner_group_id": groups[2], "labels": ["x"]}
+    made = call(github, "POST", f"/{scope}/actions/runners/generate-jitconfig", json=body)
+    assert made.status_code == 201 and made.json()["runner"]["runner_group_id"] == groups[2]
+    assert_matches_contract(made)

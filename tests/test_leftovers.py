@@ -101,11 +101,21 @@ def test_a_runner_left_by_a_killed_create_is_replaced_when_the_token_has_changed
     with MiniEngine(ROOT) as engine:
         leftover = _killed_in_create(sim, engine, runner_with_token(sim, new_token(sim)))
         [registration] = sim.github.runners()
-        sim.github.start_job(registration["name"], 1.5)  # the leftover takes a job: it is waited for, not killed
+        sim.github.start_job(registration["name"], None)  # the leftover takes a job: it is waited for, not killed
 
+        def refused() -> list[dict]:
+            return [c for c in sim.github.calls("DELETE", rf"/runners/{registration['id']}$") if c["status"] == 422]
+
+        def release_once_refused() -> None:  # the job ends only once its runner was seen busy: no race
+            wait_until(refused, "RemoveRunner to refuse the busy leftover", timeout=30)
+            sim.github.finish_job(registration["name"])
+
+        releaser = threading.Thread(target=release_once_refused)
+        releaser.start()
         token = new_token(sim)
         engine.new_provider_process()
         engine.up(runner_with_token(sim, token))
+        releaser.join()
         out = outputs(engine, "runner")
 
         [pod] = sim.kube.pods(NAMESPACE)

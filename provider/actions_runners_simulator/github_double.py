@@ -51,9 +51,10 @@ _RUNNERS_ROUTE = re.compile(
     r"/(?P<scope>repos/[^/]+/[^/]+|orgs/[^/]+|enterprises/[^/]+)/actions/runners"
     r"(?:/(?P<item>registration-token|remove-token|generate-jitconfig|\d+))?"
 )
+_GROUPS_ROUTE = re.compile(r"/(?P<scope>orgs/[^/]+|enterprises/[^/]+)/actions/runner-groups")
 _SCOPE_TEMPLATE = {"repos": "repos/{owner}/{repo}", "orgs": "orgs/{org}", "enterprises": "enterprises/{enterprise}"}
 _ANONYMOUS_LIMIT_PER_HOUR = 60
-_DEFAULT_RUNNER_GROUP_ID = 1  # the "Default" group, the only one the double knows
+_DEFAULT_RUNNER_GROUP_ID = 1  # every scope's "Default" group; organizations and enterprises may add their own
 _MAX_JIT_LABELS = 100
 _WRITE_POINTS = 5  # a GET costs 1 point of the per-endpoint secondary budget
 _WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
@@ -124,6 +125,7 @@ class _Runner:
     busy: bool = False
     jit_secret: str | None = None  # what its just-in-time config carries; None for a config.sh registration
     jit_used: bool = False  # a just-in-time config connects a runner once
+    runner_group_id: int = 1  # the scope's Default group (a repository's runners are always there)
 
     def as_json(self) -> JsonObject:
         return {
@@ -133,7 +135,7 @@ class _Runner:
             "status": self.status,
             "busy": self.busy,
             "ephemeral": self.ephemeral,
-            "runner_group_id": 1,
+            "runner_group_id": self.runner_group_id,
             "labels": [dict(label) for label in self.labels],
         }
 
@@ -148,6 +150,8 @@ class _RunnerRegistry:
         self._tokens: dict[str, tuple[str, float]] = {}  # registration token -> (scope, monotonic expiry)
         self._runners: dict[int, _Runner] = {}  # ids only grow, so insertion order is id order
         self._label_ids: dict[str, int] = {}
+        self._groups: dict[str, dict[str, int]] = {}  # an organization's or enterprise's groups besides Default
+        self._next_group_id = _DEFAULT_RUNNER_GROUP_ID + 1
         self._next_runner_id = 1
         self._job_ends: list[tuple[float, int]] = []  # heap of (monotonic due time, runner id)
         self._clock_thread: threading.Thread | None = None
@@ -159,6 +163,27 @@ class _RunnerRegistry:
             self._tokens[issued["token"]] = (scope, time.monotonic() + self._token_lifetime)
         return issued
 
+    def add_runner_group(self, scope: str, name: str) -> int:
+        with self._lock:
+            group_id, self._next_group_id = self._next_group_id, self._next_group_id + 1
+            self._groups.setdefault(scope, {})[name] = group_id
+            return group_id
+
+    def runner_groups(self, scope: str) -> list[tuple[int, str]]:
+        """(id, name) of the scope's groups, Default first."""
+        with self._lock:
+            named = self._groups.get(scope, {})
+        return [(_DEFAULT_RUNNER_GROUP_ID, "Default"), *((i, n) for n, i in named.items())]
+
+    def _group_named(self, scope: str, name: str | None) -> int:
+        """The lock is held. config.sh --runnergroup: a group of the organization or enterprise, by name."""
+        if not name or name == "Default":
+            return _DEFAULT_RUNNER_GROUP_ID
+        group_id = self._groups.get(scope, {}).get(name)
+        if group_id is None:
+            raise RegistrationRefused(f'Could not find any self-hosted runner group named "{name}".')
+        return group_id
+
     def register(
         self,
         scope: str,
@@ -168,12 +193,14 @@ class _RunnerRegistry:
         ephemeral: bool,
         listener: RunnerListener,
         replace: bool,
+        runner_group: str | None = None,
     ) -> int:
         """config.sh: with ``--replace`` a registration of the name is taken over, busy or not (its runner's
         session ends, and a job it ran is lost), and keeps its id (actions/runner updates the existing agent);
         without, the name being taken fails the configuration."""
         with self._lock:
             self._check_token(scope, token)
+            group_id = self._group_named(scope, runner_group)
             replaced = [r for r in self._runners.values() if r.scope == scope and r.name == name]
             if replaced and not replace:
                 raise RegistrationRefused(f"A runner exists with the same name {name} in {scope}")
@@ -181,7 +208,9 @@ class _RunnerRegistry:
                 del self._runners[runner.id]
             # Assigned in place: the listing keeps its id order.
             runner_id = replaced[-1].id if replaced else self._new_runner_id()
-            self._runners[runner_id] = _Runner(runner_id, name, scope, ephemeral, self._labels(labels), listener)
+            self._runners[runner_id] = _Runner(
+                runner_id, name, scope, ephemeral, self._labels(labels), listener, runner_group_id=group_id
+            )
         _notify(runner.listener.removed for runner in replaced)
         return runner_id
 
@@ -190,7 +219,9 @@ class _RunnerRegistry:
         runner_id, self._next_runner_id = self._next_runner_id, self._next_runner_id + 1
         return runner_id
 
-    def create_jit(self, scope: str, name: str, labels: Sequence[str]) -> tuple[JsonObject, str] | None:
+    def create_jit(
+        self, scope: str, name: str, labels: Sequence[str], group_id: int = _DEFAULT_RUNNER_GROUP_ID
+    ) -> tuple[JsonObject, str] | None:
         """generate-jitconfig: an offline ephemeral registration and the secret its config carries; None if the
         name is taken in the scope, which GitHub refuses rather than replacing, even on a retry of the same call."""
         with self._lock:
@@ -198,7 +229,15 @@ class _RunnerRegistry:
                 return None
             runner_id, secret = self._new_runner_id(), secrets.token_urlsafe(32)
             runner = _Runner(
-                runner_id, name, scope, True, self._labels(labels), _Unattached(), status="offline", jit_secret=secret
+                runner_id,
+                name,
+                scope,
+                True,
+                self._labels(labels),
+                _Unattached(),
+                status="offline",
+                jit_secret=secret,
+                runner_group_id=group_id,
             )
             self._runners[runner_id] = runner
             return runner.as_json(), secret
@@ -847,12 +886,18 @@ class GitHubDouble:
         ephemeral: bool,
         listener: RunnerListener | None = None,
         replace: bool = True,
+        runner_group: str | None = None,
     ) -> int:
         """``config.sh --unattended [--replace]``: with ``replace``, a runner of the same name in the scope is
         replaced (and a job it runs is lost); without, a taken name is refused. Without a ``listener`` the runner
         runs elsewhere: it is listed online, and nothing here hears of it."""
         scope = self._scope_of(github_url)
-        return self._registry.register(scope, token, name, labels, ephemeral, listener or _Unattached(), replace)
+        listener = listener or _Unattached()
+        return self._registry.register(scope, token, name, labels, ephemeral, listener, replace, runner_group)
+
+    def add_runner_group(self, scope: str, name: str) -> int:
+        """A runner group of an organization ("orgs/ORG") or enterprise ("enterprises/ENT"): its id."""
+        return self._registry.add_runner_group(scope, name)
 
     def connect_jit_runner(self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener) -> int:
         """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.
@@ -1008,6 +1053,9 @@ class GitHubDouble:
     def _route(self, method: str, path: str, query: str, credential: str, body: bytes) -> _Reply:
         if (method, path) == ("GET", "/rate_limit"):
             return _Reply(200, self._traffic.rate_limit_overview(credential))
+        groups = _GROUPS_ROUTE.fullmatch(path)
+        if method == "GET" and groups is not None:
+            return self._list_runner_groups(groups["scope"], query)
         match = _RUNNERS_ROUTE.fullmatch(path)
         if match is None:
             return _error(404, "Not Found")
@@ -1053,9 +1101,9 @@ class GitHubDouble:
         errors = _jit_request_errors(payload)
         if errors:
             return _error(422, "Validation Failed", documentation_url, errors)
-        if payload["runner_group_id"] != _DEFAULT_RUNNER_GROUP_ID:
+        if payload["runner_group_id"] not in [group_id for group_id, _ in self._registry.runner_groups(scope)]:
             return _error(404, "Not Found", documentation_url)
-        created = self._registry.create_jit(scope, payload["name"], payload["labels"])
+        created = self._registry.create_jit(scope, payload["name"], payload["labels"], payload["runner_group_id"])
         if created is None:
             message = f"Already exists - A runner with the name {payload['name']} already exists."
             return _error(409, message, documentation_url)
@@ -1065,24 +1113,48 @@ class GitHubDouble:
         return _Reply(201, {"runner": runner, "encoded_jit_config": encoded})
 
     def _list_runners(self, scope: str, query: str) -> _Reply:
+        runners = self._registry.select(scope, dict(parse_qsl(query)).get("name"))
+        return self._page(f"/{scope}/actions/runners", query, "runners", runners)
+
+    def _list_runner_groups(self, scope: str, query: str) -> _Reply:
+        """An organization's or enterprise's runner groups, as GitHub lists them (by id, paginated)."""
+        organization = scope.startswith("orgs/")
+        groups = []
+        for group_id, name in self._registry.runner_groups(scope):
+            url = f"{self.api_url}/{scope}/actions/runner-groups/{group_id}"
+            group = {
+                "id": group_id,
+                "name": name,
+                "visibility": "all",
+                "default": group_id == _DEFAULT_RUNNER_GROUP_ID,
+                "runners_url": f"{url}/runners",
+                "allows_public_repositories": False,
+            }
+            groups.append(
+                group
+                | ({"inherited": False} if organization else {"selected_organizations_url": f"{url}/organizations"})
+            )
+        return self._page(f"/{scope}/actions/runner-groups", query, "runner_groups", groups)
+
+    def _page(self, path: str, query: str, key: str, items: list[JsonObject]) -> _Reply:
+        """One page of ``items`` (``per_page`` at most 100, 30 by default), with GitHub's Link header."""
         parameters = dict(parse_qsl(query))
         per_page = min(_positive_int(parameters.get("per_page"), 30), 100)
         page = _positive_int(parameters.get("page"), 1)
-        runners = self._registry.select(scope, parameters.get("name"))
         first = (page - 1) * per_page
-        reply = _Reply(200, {"total_count": len(runners), "runners": runners[first : first + per_page]})
-        last_page = max(1, -(-len(runners) // per_page))
+        reply = _Reply(200, {"total_count": len(items), key: items[first : first + per_page]})
+        last_page = max(1, -(-len(items) // per_page))
         if last_page > 1:
-            reply.headers["Link"] = self._link_header(scope, query, page, last_page)
+            reply.headers["Link"] = self._link_header(path, query, page, last_page)
         return reply
 
-    def _link_header(self, scope: str, query: str, page: int, last_page: int) -> str:
+    def _link_header(self, path: str, query: str, page: int, last_page: int) -> str:
         """GitHub's pagination links, in its order (prev, next, last, first), keeping the client's query."""
         kept = [(key, value) for key, value in parse_qsl(query, keep_blank_values=True) if key != "page"]
 
         def link(target_page: int, relation: str) -> str:
             target_query = urlencode([*kept, ("page", target_page)])
-            return f'<{self.api_url}/{scope}/actions/runners?{target_query}>; rel="{relation}"'
+            return f'<{self.api_url}{path}?{target_query}>; rel="{relation}"'
 
         links = [link(page - 1, "prev")] if page > 1 else []
         if page < last_page:

@@ -260,6 +260,7 @@ class SimulatedRunners:
             ephemeral=env.get(f"{INPUT}EPHEMERAL") == "true",
             listener=_Listener(runner, self.jobs_killed, self._after_job),
             replace=env.get(f"{INPUT}REPLACE") == "true",
+            runner_group=env.get(f"{INPUT}RUNNERGROUP"),
         )
 
     def _connect_jit(self, runner: _RunnerProcess) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .github_app import InstallationTokens
 from .github_auth import github_auth
-from .github_client import GitHubClient, JitConfig, RemoveOutcome
+from .github_client import DEFAULT_RUNNER_GROUP_ID, GitHubClient, JitConfig, RemoveOutcome, RunnerGroupNotFound
 from .github_url import parse_github_url
 from .kube_client import KubeClient
 from .registration_tokens import FreshTokens
@@ -26,9 +26,21 @@ class SharedRunners:
     """The GitHub calls the procedures make, with lookups by name answered from the listing that every caller
     in this process shares (see registrations.py)."""
 
-    def __init__(self, github: GitHubClient, directory: RunnerDirectory) -> None:
+    def __init__(self, github: GitHubClient, directory: RunnerDirectory, groups: dict[str, int]) -> None:
         self._github = github
         self._directory = directory
+        self._groups = groups
+
+    def runner_group_id(self, name: str) -> int:
+        """A runner group's id by its name: looked up once per process and scope (again for a name not found, as
+        the group may have been made meanwhile). `RunnerGroupNotFound` lists the groups there are."""
+        if name == "Default":
+            return DEFAULT_RUNNER_GROUP_ID
+        if name not in self._groups:
+            self._groups.update(self._github.runner_groups())
+        if name not in self._groups:
+            raise RunnerGroupNotFound(name, self._github.target.scope, sorted(self._groups))
+        return self._groups[name]
 
     def find_runner(self, name: str, max_age: float = 0.0, *, newer_than: int | None = None) -> dict[str, Any] | None:
         if max_age <= 0:
@@ -47,8 +59,8 @@ class SharedRunners:
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
         return self._github.remove_runner(runner_id)
 
-    def generate_jitconfig(self, name: str, labels: Sequence[str]) -> JitConfig:
-        return self._github.generate_jitconfig(name, labels)
+    def generate_jitconfig(self, name: str, labels: Sequence[str], runner_group_id: int) -> JitConfig:
+        return self._github.generate_jitconfig(name, labels, runner_group_id=runner_group_id)
 
 
 @dataclass
@@ -66,6 +78,7 @@ class _ScopeShared:
 
     directory: RunnerDirectory = field(default_factory=RunnerDirectory)
     fresh_tokens: FreshTokens = field(default_factory=FreshTokens)
+    runner_groups: dict[str, int] = field(default_factory=dict)  # id by name
 
 
 _per_scope: dict[tuple[str, str, str], _ScopeShared] = {}
@@ -86,4 +99,5 @@ def connect(props: dict[str, Any]) -> Iterator[Connections]:
     credential = github_auth(props)
     shared = _shared_for(target.api_url, target.runners_path, credential)
     with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
-        yield Connections(github, SharedRunners(github, shared.directory), kube, shared.fresh_tokens)
+        runners = SharedRunners(github, shared.directory, shared.runner_groups)
+        yield Connections(github, runners, kube, shared.fresh_tokens)

@@ -50,6 +50,19 @@ class RunnerNameTaken(GitHubError):
     earlier attempt of the same call whose answer was lost)."""
 
 
+class RunnerGroupNotFound(Exception):
+    """The scope has no runner group of the name asked for; the message lists those it has."""
+
+    def __init__(self, name: str, scope: str, existing: list[str]) -> None:
+        super().__init__(
+            f"runner_group {name!r} is not a runner group of {scope}, which has: {', '.join(existing)}. Use one of "
+            "them, or create the group first (the organization's or enterprise's settings, Actions, Runner groups)"
+        )
+
+
+DEFAULT_RUNNER_GROUP_ID = 1  # every scope's "Default" group
+
+
 class RemoveOutcome(enum.Enum):
     """What RemoveRunner said; BUSY is GitHub's 422 for a runner that is running a job."""
 
@@ -138,7 +151,12 @@ class GitHubClient:
         return RegistrationGrant(token=body["token"], expires_at=body["expires_at"])
 
     def generate_jitconfig(
-        self, name: str, labels: Sequence[str], *, runner_group_id: int = 1, work_folder: str = "_work"
+        self,
+        name: str,
+        labels: Sequence[str],
+        *,
+        runner_group_id: int = DEFAULT_RUNNER_GROUP_ID,
+        work_folder: str = "_work",
     ) -> JitConfig:
         """Register a just-in-time (ephemeral, offline until it connects) runner and get its config.
         `RunnerNameTaken` if the name is registered already, which includes a retry after a lost answer."""
@@ -159,6 +177,18 @@ class GitHubClient:
             response = self._expect(200, "GET", url, params=params)
             yield from response.json()["runners"]
             url, params = response.links.get("next", {}).get("url"), None
+
+    def runner_groups(self) -> dict[str, int]:
+        """An organization's or enterprise's runner groups, all pages: id by name."""
+        scope_path = self.target.runners_path.removesuffix("/runners")
+        url = f"{self.target.api_url}{scope_path}/runner-groups"
+        params: dict[str, Any] | None = {"per_page": PAGE_SIZE}
+        groups: dict[str, int] = {}
+        while url:
+            response = self._expect(200, "GET", url, params=params)
+            groups |= {group["name"]: int(group["id"]) for group in response.json()["runner_groups"]}
+            url, params = response.links.get("next", {}).get("url"), None
+        return groups
 
     def runners_page(self, page: int, per_page: int = PAGE_SIZE) -> tuple[int, list[dict[str, Any]]]:
         """One page of the scope's runners, in GitHub's order (by id), and how many the scope has in all: a

@@ -88,6 +88,7 @@ class RunnerSpec:
     owner: str | None = None  # the resource's ownership id (see owner_label); None in a state from before it
     pod_template: str = ""  # the user's pod template, as pod_template.template_json has it
     docker: bool = False  # a Docker-in-Docker sidecar
+    runner_group: str = ""  # an organization's or enterprise's runner group; "" for the Default group
 
     @property
     def registration_labels(self) -> tuple[str, ...]:
@@ -105,6 +106,8 @@ class RunnerSpec:
         fields = [self.github_url, sorted(self.labels), self.ephemeral, self.image, self.jit_config]
         if self.pod_template or self.docker:  # so that runners from before either keep their hash
             fields += [self.pod_template, self.docker]
+        if self.runner_group:
+            fields += [self.runner_group]
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
     @property
@@ -167,6 +170,7 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
             # No download of a newer runner at each start: the image is the version (a just-in-time runner's
             # setting is GitHub's: generate-jitconfig has none).
             {"name": f"{INPUT}DISABLEUPDATE", "value": "true"},
+            *([{"name": f"{INPUT}RUNNERGROUP", "value": spec.runner_group}] if spec.runner_group else []),
         ]
     env.append({"name": "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE", "value": "1"})
     command = JIT_RUNNER_COMMAND if spec.jit_config else RUNNER_COMMAND

@@ -245,8 +245,11 @@ def reconcile_pool(
     new_names = _new_names(spec, runners, spec.replicas - len(runners))
     ours = _check_names_ours(pool, new_names)
     if new_names or ended or not all(map(spec.up_to_date, runners.values())):
-        # A pod of the spec judged by the API server once for all, before any runner is touched: PodRejected.
+        # A pod of the spec judged by the API server, and the runner group looked up, once for all before any
+        # runner is touched: PodRejected, RunnerGroupNotFound.
         pods.validate_pod(pod_manifest(spec.runner(min([*runners, *new_names], key=lambda n: _index(spec, n)))))
+        if spec.template.runner_group:
+            github.runner_group_id(spec.template.runner_group)
     left_alone: set[str] = set()
     if len(runners) > spec.replicas:
         left_alone = _scale_down(pool, runners, ended, len(runners) - spec.replicas, result)

@@ -121,7 +121,9 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
     `RegistrationToken` (or its token and ``registration_token_expires_at``): a runner that starts when that
     token is too old to register with gets a fresh one from GitHub instead. ``pod_template`` shapes its pod
     (resources, node placement, volumes, sidecars; README: "Shaping the runner pod"), and ``docker=True`` gives it
-    a Docker-in-Docker sidecar; a change of either replaces the runner.
+    a Docker-in-Docker sidecar; ``runner_group`` places an organization's runner in one of its runner groups. A
+    change of any of them replaces the runner. GitHub is called with ``github_token``, or as a GitHub App
+    (``github_app_id``, ``github_app_private_key``), else with what the environment of `pulumi` gives.
     """
 
     runner_name: Output[str]
@@ -145,6 +147,7 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
         image: Input[str] = DEFAULT_IMAGE,
         pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
         docker: Input[bool] = False,
+        runner_group: Input[str] | None = None,
         grace_period_seconds: Input[float] = 30,
         unregister_timeout_seconds: Input[float] = 600,
         register_timeout_seconds: Input[float] = 300,
@@ -167,6 +170,7 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
             "image": image,
             "pod_template": pod_template,
             "docker": docker,
+            "runner_group": runner_group,
             "grace_period_seconds": grace_period_seconds,
             "unregister_timeout_seconds": unregister_timeout_seconds,
             "register_timeout_seconds": register_timeout_seconds,
@@ -194,7 +198,7 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
     once; runners busy with a job are waited for without holding up the others. Scaling down removes idle
     runners first and never a busy one. ``runners`` lists each runner (name, id, pod, token_hash); if part of
     an update fails, the state still lists exactly what exists and the program fails with ``problems``.
-    ``pod_template`` and ``docker`` shape every runner's pod, as a Runner's; a change of either rotates them.
+    ``pod_template``, ``docker`` and ``runner_group`` are a Runner's, for every runner; a change rotates them.
     """
 
     runners: Output[list[dict[str, Any]]]
@@ -219,6 +223,7 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         image: Input[str] = DEFAULT_IMAGE,
         pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
         docker: Input[bool] = False,
+        runner_group: Input[str] | None = None,
         grace_period_seconds: Input[float] = 30,
         unregister_timeout_seconds: Input[float] = 600,
         register_timeout_seconds: Input[float] = 300,
@@ -243,6 +248,7 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             "image": image,
             "pod_template": pod_template,
             "docker": docker,
+            "runner_group": runner_group,
             "grace_period_seconds": grace_period_seconds,
             "unregister_timeout_seconds": unregister_timeout_seconds,
             "register_timeout_seconds": register_timeout_seconds,

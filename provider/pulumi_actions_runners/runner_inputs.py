@@ -27,9 +27,10 @@ RULES: dict[str, validation.Rule] = {
     "registration_token_expires_at": validation.optional_timestamp,
     "owner": validation.owner_id,
     "docker": validation.boolean,
+    "runner_group": validation.runner_group,
 }
 # What a runner's pod and registration are made of: a change recreates the runner.
-SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config", "pod_template", "docker")
+SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config", "pod_template", "docker", "runner_group")
 # These only steer how the provider works, so they change in place.
 SETTINGS = (
     "grace_period_seconds",
@@ -43,7 +44,7 @@ SETTINGS = (
 # token's expiry changes only with the token, whose hash Diff compares already.
 UNDIFFED = ("owner", "registration_token_expires_at")
 # Inputs added after the first release: a state written before them holds none, which means the default.
-LATER_DEFAULTS: dict[str, Any] = {"jit_config": False, "pod_template": None, "docker": False}
+LATER_DEFAULTS: dict[str, Any] = {"jit_config": False, "pod_template": None, "docker": False, "runner_group": None}
 # How long a deleted pod may take to go beyond its termination grace before it is forced.
 POD_GONE_MARGIN_SECONDS = 60
 
@@ -69,6 +70,8 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
         inputs["labels"] = _normalized_labels(labels)
     failures = validation.failures(inputs, rules)
     failures += auth_failures(inputs)
+    if (reason := _group_out_of_scope(inputs)) is not None:
+        failures.append(("runner_group", reason))
     failures += template_failures(inputs.get("pod_template"), docker=inputs.get("docker"))
     jit, token = inputs.get("jit_config"), inputs.get("registration_token")
     if not any(prop == "labels" for prop, _ in failures) and (reason := _too_many_labels(inputs)):
@@ -104,6 +107,19 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
     else:
         inputs["token_hash"] = token_hash(token)
     return inputs, failures
+
+
+def _group_out_of_scope(inputs: dict[str, Any]) -> str | None:
+    """Runner groups are an organization's or an enterprise's: a repository's runners are all in Default."""
+    group, url = inputs.get("runner_group"), inputs.get("github_url")
+    if group in (None, "Default") or validation.is_unknown(group) or validation.github_url(url) is not None:
+        return None
+    if parse_github_url(url).scope.startswith("repos/"):
+        return (
+            f"{group!r} is not allowed for a repository's runners, which are always in the Default group: leave it "
+            "out, or register the runners with the organization (github_url https://HOST/ORG)"
+        )
+    return None
 
 
 def _too_many_labels(inputs: dict[str, Any]) -> str | None:
@@ -150,6 +166,7 @@ def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> R
         owner=props.get("owner"),
         pod_template=template_json(stored(props, "pod_template")),
         docker=bool(stored(props, "docker")),
+        runner_group=stored(props, "runner_group") or "",
     )
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .clock import Clock
-from .github_client import JitConfig
+from .github_client import DEFAULT_RUNNER_GROUP_ID, JitConfig
 from .github_client import RunnerNameTaken as GitHubNameTaken
 from .kube_client import PodAlreadyExists
 from .logs import ROUTINE
@@ -89,7 +89,11 @@ class PodCreator(PodApi, Protocol):
 
 
 class JitRegistry(RunnerRegistry, Protocol):
-    def generate_jitconfig(self, name: str, labels: Sequence[str]) -> JitConfig: ...
+    def generate_jitconfig(self, name: str, labels: Sequence[str], runner_group_id: int) -> JitConfig: ...
+
+    def runner_group_id(self, name: str) -> int:
+        """RunnerGroupNotFound if the scope has no group of the name."""
+        ...
 
     def registration_mark(self) -> int | None:
         """An id below that of every runner registered from now on (None: none known cheaply)."""
@@ -123,6 +127,8 @@ def start_runner(
     ``pod_validated`` when the API server has judged a pod of this spec already (a pool's, once for all)."""
     if not pod_validated:
         pods.validate_pod(pod_manifest(spec))  # PodRejected before anything is written
+    # RunnerGroupNotFound before anything is written, too (a cached lookup, once the pool's or an earlier one's).
+    group_id = github.runner_group_id(spec.runner_group) if spec.runner_group else DEFAULT_RUNNER_GROUP_ID
     existing = None if pod_known_gone else pods.read_pod(spec.namespace, spec.pod_name)
     if _in_the_way(spec, existing):
         raise _pod_in_the_way(spec)  # checked before the Secret: it may be another resource's, running a job
@@ -141,7 +147,9 @@ def start_runner(
             log.info("pod %s/%s has ended or is terminating; replacing it", spec.namespace, spec.pod_name)
             pods.delete_pod(spec.namespace, spec.pod_name)
             wait_pod_gone(pods, spec.namespace, spec.pod_name, clock, timeouts.pod_gone_timeout_seconds)
-        jit = _jit_config(spec, github, clock, timeouts.unregister_timeout_seconds) if spec.jit_config else None
+        jit = (
+            _jit_config(spec, group_id, github, clock, timeouts.unregister_timeout_seconds) if spec.jit_config else None
+        )
         if jit is not None:
             credential = jit.encoded_jit_config
         elif tokens is not None:
@@ -212,20 +220,22 @@ def check_name_ours(spec: RunnerSpec, github: RunnerRegistry) -> dict[str, Any] 
     return found
 
 
-def _jit_config(spec: RunnerSpec, github: JitRegistry, clock: Clock, unregister_timeout: float) -> JitConfig:
+def _jit_config(
+    spec: RunnerSpec, group_id: int, github: JitRegistry, clock: Clock, unregister_timeout: float
+) -> JitConfig:
     """GitHub answers 409 when the name is registered already: after a lost response to our own request, or a
     registration left by an earlier pod of this name (none runs: checked before). If it is ours, it is
     unregistered with the same busy guard as any runner, and the config asked for once more; if not, it is
     left alone."""
     labels = spec.jit_labels
     try:
-        return github.generate_jitconfig(spec.runner_name, labels)
+        return github.generate_jitconfig(spec.runner_name, labels, group_id)
     except GitHubNameTaken:
         log.info("runner name %s is registered already; unregistering it if it is ours", spec.runner_name)
     report = unregister_by_name(RunnerLocation.of(spec, None), github, clock, unregister_timeout)
     if report.foreign is not None:
         raise RunnerNameTaken(spec, [report.foreign])
-    return github.generate_jitconfig(spec.runner_name, labels)
+    return github.generate_jitconfig(spec.runner_name, labels, group_id)
 
 
 def _is_ours(spec: RunnerSpec, pod: Any) -> bool:

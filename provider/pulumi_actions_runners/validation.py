@@ -94,6 +94,12 @@ def owner_id(value: Any) -> str | None:
     return f"{value!r} is not allowed: it is set by the resource itself, as 16 hexadecimal digits"
 
 
+def runner_group(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip() == value and 0 < len(value) <= 100):
+        return None
+    return f"{value!r} is not allowed: use the name of a runner group, 1 to 100 characters, or leave it out"
+
+
 def seconds_between(minimum: float, maximum: float) -> Rule:
     def rule(value: Any) -> str | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and minimum <= value <= maximum:

@@ -24,6 +24,7 @@ from pulumi.dynamic import (
 from .. import validation
 from ..clock import SystemClock
 from ..connections import connect
+from ..github_client import RunnerGroupNotFound
 from ..kube_client import PodAlreadyExists, PodRejected, describe
 from ..logs import log_to_stderr
 from ..manifests import POOL_LABEL
@@ -144,8 +145,8 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, An
         with connect(props) as clients:
             spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, _timeouts(props))
-    except (RunnerNameTaken, PodAlreadyExists, PodRejected):
-        raise  # raised before anything was touched: another's runners hold the names, or the pod is refused
+    except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound):
+        raise  # raised before anything was touched: the names are another's, the pod or group is refused
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
