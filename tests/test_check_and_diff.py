@@ -141,7 +141,6 @@ def test_diff_same_token_same_spec_is_no_change() -> None:
         ({"registration_token": Unknown()}, ["token_hash"]),
         ({"image": "ghcr.io/actions/actions-runner:2.330.0"}, ["image"]),
         ({"jit_config": True, "registration_token": None}, ["token_hash", "jit_config"]),
-        ({"labels": ["gpu"]}, ["labels"]),
         ({"namespace": "other", "registration_token": "TOKEN2"}, ["token_hash", "namespace"]),
     ],
 )
@@ -151,9 +150,10 @@ def test_diff_replaces_delete_first_for_a_new_token_or_pod_spec(changes, replace
 
 
 @pytest.mark.parametrize(
-    "changes", [{"grace_period_seconds": 5.0}, {"github_token": "ghp_new"}, {"kubeconfig": __file__}]
+    "changes",
+    [{"grace_period_seconds": 5.0}, {"github_token": "ghp_new"}, {"kubeconfig": __file__}, {"labels": ["gpu"]}],
 )
-def test_diff_updates_in_place_what_only_steers_the_provider(changes) -> None:
+def test_diff_updates_in_place_what_only_steers_the_provider_and_labels(changes) -> None:
     result = _diff(**changes)
     assert (result.changes, result.replaces) == (True, [])
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -14,6 +15,9 @@ from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, Mini
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+from pulumi_actions_runners.credentials import InvalidCredential
+from pulumi_actions_runners.github_auth import github_auth
+from pulumi_actions_runners.redaction import REDACTED, remember, scrub
 from tests.conftest import ROOT, quick_simulator
 from tests.helpers import NAMESPACE, outputs
 from tests.programs import credentials_from_environment
@@ -81,7 +85,11 @@ def test_runners_register_and_rotate_as_a_github_app_whose_token_is_renewed_mid_
         assert [c for c in sim.github.calls(path_regex="/actions/runners") if c["status"] == 401] == []
         assert sim.runners.jobs_killed == []
 
-        # GitHub refuses the token it gave (revoked): one 401, a new token, and the call goes through.
+        # GitHub refuses the token it gave (revoked): one 401, a new token, and the call goes through. The token
+        # revoked is an hour's, which the provider would not have renewed by itself.
+        sim.github.apps.token_lifetime = 3600
+        time.sleep(3.5)  # past half of the 6 s token's life: the next call renews it, for an hour
+        engine.refresh()
         sim.github.apps.revoke_tokens()
         engine.refresh()
         statuses = [c["status"] for c in sim.github.calls(path_regex="/actions/runners")]
@@ -185,3 +193,19 @@ def test_an_app_not_installed_on_the_scope_fails_saying_so(sim) -> None:
     message = str(raised.value)
     assert f"GitHub App {sim.app_id} is not installed on elsewhere/repo" in message, message
     assert sim.app_private_key.splitlines()[1] not in message
+
+
+def test_refresh_and_destroy_judge_the_environment_by_check_s_rules(sim, monkeypatch) -> None:
+    """They run no Check: an App half given in the environment is refused by name, not met with a KeyError."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.setenv("GITHUB_APP_ID", str(sim.app_id))
+    monkeypatch.delenv("GITHUB_APP_PRIVATE_KEY", raising=False)
+    with pytest.raises(InvalidCredential, match="GITHUB_APP_PRIVATE_KEY in the environment is required"):
+        github_auth({"github_url": sim.repo_url})
+
+
+def test_the_key_is_scrubbed_but_not_the_words_of_every_pem_block(sim) -> None:
+    remember(sim.app_private_key)
+    line = sim.app_private_key.splitlines()[3]
+    assert scrub(f"echoed: {line}") == f"echoed: {REDACTED}"
+    assert scrub("x509: -----BEGIN CERTIFICATE----- is malformed") == "x509: -----BEGIN CERTIFICATE----- is malformed"

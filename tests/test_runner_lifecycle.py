@@ -47,7 +47,10 @@ def test_up_creates_runners_registered_with_github_whose_pods_read_the_token_fro
         }
         assert "--token" not in " ".join(container["command"])
         assert env["ACTIONS_RUNNER_INPUT_NAME"]["value"] == out["runner_name"]
-        assert env["ACTIONS_RUNNER_INPUT_LABELS"]["value"] == f"pulumi,pulumi-owner-{out['owner']}"
+        # The labels come from the Secret too: an update may change them without a new pod (see relabel.py).
+        assert env["ACTIONS_RUNNER_INPUT_LABELS"]["valueFrom"]["secretKeyRef"]["key"] == "labels"
+        labels = base64.b64decode(sim.kube.secret(NAMESPACE, out["secret_name"])["data"]["labels"]).decode()
+        assert labels == f"pulumi,pulumi-owner-{out['owner']}"
         assert env["ACTIONS_RUNNER_INPUT_EPHEMERAL"]["value"] == "true"
         assert env["ACTIONS_RUNNER_INPUT_URL"]["value"] == sim.repo_url
         assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"

@@ -86,7 +86,7 @@ def test_a_new_token_rotates_the_pool_in_one_update_within_max_unavailable_and_w
         # What the user reads: the busy runner, and one line for the pool, not each runner's routine steps.
         log = "\n".join(engine.provider.stderr_lines)
         assert "runner pool-1 is running a job" in log
-        assert "4 rotated, 0 restarted, 0 removed, 0 added" in log
+        assert "4 rotated, 0 relabelled, 0 restarted, 0 removed, 0 added" in log
         assert "to come online" not in log and "grace period before deleting" not in log
 
 

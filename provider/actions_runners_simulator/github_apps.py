@@ -102,7 +102,8 @@ class GitHubApps:
         if not isinstance(app, _App):
             return app
         if account is not None:
-            installation = app.installations.get(account["owner"] or account["org"])
+            login = (account["owner"] or account["org"]).lower()  # GitHub's logins are case-insensitive
+            installation = next((i for name, i in app.installations.items() if name.lower() == login), None)
             if installation is None:
                 return 404, _error("Not Found", f"{_APP_DOCS}#get-a-repository-installation-for-the-authenticated-app")
             return 200, self._installation_json(app, installation)

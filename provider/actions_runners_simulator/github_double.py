@@ -49,7 +49,7 @@ _RATE_DOCS = f"{_DOCS}/overview/rate-limits-for-the-rest-api"
 _SCOPE_ARTICLE = {"repos": "a-repository", "orgs": "an-organization", "enterprises": "an-enterprise"}
 _RUNNERS_ROUTE = re.compile(
     r"/(?P<scope>repos/[^/]+/[^/]+|orgs/[^/]+|enterprises/[^/]+)/actions/runners"
-    r"(?:/(?P<item>registration-token|remove-token|generate-jitconfig|\d+))?"
+    r"(?:/(?P<item>registration-token|remove-token|generate-jitconfig|\d+)(?P<labels>/labels)?)?"
 )
 _GROUPS_ROUTE = re.compile(r"/(?P<scope>orgs/[^/]+|enterprises/[^/]+)/actions/runner-groups")
 _SCOPE_TEMPLATE = {"repos": "repos/{owner}/{repo}", "orgs": "orgs/{org}", "enterprises": "enterprises/{enterprise}"}
@@ -275,6 +275,15 @@ class _RunnerRegistry:
             {"id": self._label_ids.setdefault(name, len(self._label_ids) + 1), "name": name, "type": kind}
             for name, kind in kinds.items()
         ]
+
+    def set_labels(self, scope: str, runner_id: int, custom: Sequence[str]) -> JsonObject | None:
+        """Replace a runner's custom labels; None if the scope has no such runner."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is None or runner.scope != scope:
+                return None
+            runner.labels = self._labels(custom)
+            return runner.as_json()
 
     def mark_offline(self, runner_id: int) -> None:
         """The process stopped: GitHub keeps the registration, and a job it was running is lost."""
@@ -1035,8 +1044,8 @@ class GitHubDouble:
         if grant is not None:
             credential = grant.principal
             self._traffic.admit(credential)
-            match = _RUNNERS_ROUTE.fullmatch(path)
-            if match is not None and match["scope"].split("/")[1] != grant.account:
+            match = _RUNNERS_ROUTE.fullmatch(path) or _GROUPS_ROUTE.fullmatch(path)
+            if match is not None and match["scope"].split("/")[1].lower() != grant.account.lower():
                 return _error(403, "Resource not accessible by integration", _RUNNER_DOCS)
         too_many = self._traffic.enter(path, credential, request_id)
         if too_many is not None:
@@ -1057,9 +1066,11 @@ class GitHubDouble:
         if method == "GET" and groups is not None:
             return self._list_runner_groups(groups["scope"], query)
         match = _RUNNERS_ROUTE.fullmatch(path)
-        if match is None:
+        if match is None or (match["labels"] and not (match["item"] or "").isdigit()):
             return _error(404, "Not Found")
         scope, item = match["scope"], match["item"]
+        if match["labels"]:
+            return self._runner_labels(method, scope, int(item), body)
         article = _SCOPE_ARTICLE[scope.split("/")[0]]
         if (method, item) == ("GET", None):
             return self._list_runners(scope, query)
@@ -1111,6 +1122,34 @@ class GitHubDouble:
         config = {"server": self.url, "scope": scope, "runner_id": runner["id"], "secret": secret}
         encoded = base64.b64encode(json.dumps(config).encode()).decode()
         return _Reply(201, {"runner": runner, "encoded_jit_config": encoded})
+
+    def _runner_labels(self, method: str, scope: str, runner_id: int, body: bytes) -> _Reply:
+        """GET, or PUT (set every custom label), a runner's labels; read-only labels stay."""
+        documentation_url = (
+            f"{_RUNNER_DOCS}#set-custom-labels-for-a-self-hosted-runner-for-{_SCOPE_ARTICLE[scope.split('/')[0]]}"
+        )
+        if method == "PUT":
+            try:
+                payload = json.loads(body or b"null")
+            except ValueError:
+                return _error(400, "Problems parsing JSON", documentation_url)
+            labels = payload.get("labels") if isinstance(payload, dict) else None
+            if (
+                not isinstance(labels, list)
+                or len(labels) > _MAX_JIT_LABELS
+                or not all(isinstance(x, str) for x in labels)
+            ):
+                return _error(
+                    422, "Validation Failed", documentation_url, ['"labels" must be an array of at most 100 strings.']
+                )
+            found = self._registry.set_labels(scope, runner_id, labels)
+        elif method == "GET":
+            found = self._registry.get(scope, runner_id)
+        else:
+            return _error(404, "Not Found")
+        if found is None:
+            return _error(404, "Not Found", documentation_url)
+        return _Reply(200, {"total_count": len(found["labels"]), "labels": found["labels"]})
 
     def _list_runners(self, scope: str, query: str) -> _Reply:
         runners = self._registry.select(scope, dict(parse_qsl(query)).get("name"))

@@ -41,7 +41,11 @@ PROVIDER_USER = "pulumi-actions-runners"  # what programs and the provider use: 
 # What the provider needs in a runners' namespace (pods and their Secrets), and what programs/runners' own
 # pulumi_kubernetes Namespace needs. The README's "your own cluster" section lists the same rules.
 PROVIDER_RULES = [
-    {"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["get", "list", "create", "update", "delete"]},
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "secrets"],
+        "verbs": ["get", "list", "create", "update", "patch", "delete"],
+    },
     {
         "apiGroups": [""],
         "resources": ["namespaces"],

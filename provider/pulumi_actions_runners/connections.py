@@ -26,10 +26,11 @@ class SharedRunners:
     """The GitHub calls the procedures make, with lookups by name answered from the listing that every caller
     in this process shares (see registrations.py)."""
 
-    def __init__(self, github: GitHubClient, directory: RunnerDirectory, groups: dict[str, int]) -> None:
+    def __init__(self, github: GitHubClient, directory: RunnerDirectory, groups: dict[str, int] | None = None) -> None:
+        """``groups``: the runner groups' ids by name, as the process knows them for this scope."""
         self._github = github
         self._directory = directory
-        self._groups = groups
+        self._groups = {} if groups is None else groups
 
     def runner_group_id(self, name: str) -> int:
         """A runner group's id by its name: looked up once per process and scope (again for a name not found, as
@@ -58,6 +59,9 @@ class SharedRunners:
 
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
         return self._github.remove_runner(runner_id)
+
+    def set_labels(self, runner_id: int, labels: Sequence[str]) -> bool:
+        return self._github.set_labels(runner_id, labels)
 
     def generate_jitconfig(self, name: str, labels: Sequence[str], runner_group_id: int) -> JitConfig:
         return self._github.generate_jitconfig(name, labels, runner_group_id=runner_group_id)

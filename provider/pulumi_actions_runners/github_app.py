@@ -55,33 +55,25 @@ def app_jwt(app: GitHubApp, now: float) -> str:
 class InstallationTokens:
     """The installation access token of one App installation, for every client of this process."""
 
-    def __init__(self, target: GitHubTarget, app: GitHubApp, wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, target: GitHubTarget, app: GitHubApp, installation_id: int, wall_clock: Callable[[], float] = time.time
+    ) -> None:
         self._target = target
         self._app = app
         self._now = wall_clock
         self._lock = threading.Lock()
-        self._installation_id = app.installation_id
+        self.installation_id = installation_id
         self._token: str | None = None
         self._renew_at = 0.0
         self.issued = 0  # how many tokens this process was given, for logs and tests
-        self._session = requests.Session()
-        retry = Retry(total=4, backoff_factor=0.5, status_forcelist=(500, 502, 503, 504), allowed_methods=None)
-        self._session.mount("http://", HTTPAdapter(max_retries=retry))
-        self._session.mount("https://", HTTPAdapter(max_retries=retry))
 
     def __repr__(self) -> str:
-        return f"InstallationTokens(app {self._app.app_id}, installation {self._installation_id})"
+        return f"InstallationTokens(app {self._app.app_id}, installation {self.installation_id})"
 
     @property
     def budget_key(self) -> str:
         """What GitHub counts the API budget by: the installation (an App's limits are its own)."""
-        return f"github-app:{self._app.app_id}:installation:{self.installation_id()}"
-
-    def installation_id(self) -> int:
-        with self._lock:
-            if self._installation_id is None:
-                self._installation_id = self._find_installation()
-            return self._installation_id
+        return f"github-app:{self._app.app_id}:installation:{self.installation_id}"
 
     def token(self) -> str:
         """The installation's token, renewed `RENEW_BEFORE_SECONDS` before it expires (or halfway through its
@@ -98,10 +90,8 @@ class InstallationTokens:
                 self._token = None
 
     def _renew(self) -> None:
-        if self._installation_id is None:
-            self._installation_id = self._find_installation()
-        path = f"/app/installations/{self._installation_id}/access_tokens"
-        response = self._app_call("POST", path)
+        path = f"/app/installations/{self.installation_id}/access_tokens"
+        response = _app_call(self._target, self._app, "POST", path, self._now())
         if response.status_code != 201:
             raise GitHubAppError(
                 f"GitHub App {self._app.app_id}: POST {path} answered {response.status_code}: {_message(response)}"
@@ -118,40 +108,46 @@ class InstallationTokens:
             "GitHub App %s: installation token %d for installation %s, valid until %s",
             self._app.app_id,
             self.issued,
-            self._installation_id,
+            self.installation_id,
             body["expires_at"],
         )
 
-    def _find_installation(self) -> int:
-        """The installation on the scope's repository or organization (an enterprise scope is refused by Check)."""
-        kind, _, rest = self._target.scope.partition("/")
-        path = f"/repos/{rest}/installation" if kind == "repos" else f"/orgs/{rest}/installation"
-        response = self._app_call("GET", path)
-        if response.status_code == 404:
-            raise GitHubAppError(
-                f"GitHub App {self._app.app_id} is not installed on {rest} (GET {path} answered 404): install it "
-                "there, or give github_app_installation_id"
-            )
-        if response.status_code != 200:
-            raise GitHubAppError(
-                f"GitHub App {self._app.app_id}: GET {path} answered {response.status_code}: {_message(response)}"
-                + _hint(response.status_code)
-            )
-        return int(response.json()["id"])
 
-    def _app_call(self, method: str, path: str) -> requests.Response:
-        headers = {
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28",
-            "User-Agent": "pulumi-actions-runners",
-            "Authorization": f"Bearer {app_jwt(self._app, self._now())}",
-        }
+def find_installation(target: GitHubTarget, app: GitHubApp) -> int:
+    """The installation on the scope's repository or organization (an enterprise scope is refused by Check): the
+    repository's own, since an App may be installed on some repositories of an owner only."""
+    kind, _, rest = target.scope.partition("/")
+    path = f"/repos/{rest}/installation" if kind == "repos" else f"/orgs/{rest}/installation"
+    response = _app_call(target, app, "GET", path, time.time())
+    if response.status_code == 404:
+        raise GitHubAppError(
+            f"GitHub App {app.app_id} is not installed on {rest} (GET {path} answered 404): install it there, or "
+            "give github_app_installation_id"
+        )
+    if response.status_code != 200:
+        raise GitHubAppError(
+            f"GitHub App {app.app_id}: GET {path} answered {response.status_code}: {_message(response)}"
+            + _hint(response.status_code)
+        )
+    return int(response.json()["id"])
+
+
+def _app_call(target: GitHubTarget, app: GitHubApp, method: str, path: str, now: float) -> requests.Response:
+    """A call authenticated by the App's JWT (a rare one: no budget of the installation's)."""
+    headers = {
+        "Accept": "application/vnd.github+json",
+        "X-GitHub-Api-Version": "2022-11-28",
+        "User-Agent": "pulumi-actions-runners",
+        "Authorization": f"Bearer {app_jwt(app, now)}",
+    }
+    retry = Retry(total=4, backoff_factor=0.5, status_forcelist=(500, 502, 503, 504), allowed_methods=None)
+    with requests.Session() as session:
+        session.mount("http://", HTTPAdapter(max_retries=retry))
+        session.mount("https://", HTTPAdapter(max_retries=retry))
         try:
-            return self._session.request(
-                method, self._target.api_url + path, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS
-            )
+            return session.request(method, target.api_url + path, headers=headers, timeout=REQUEST_TIMEOUT_SECONDS)
         except requests.RequestException as error:
-            raise GitHubAppError(f"GitHub App {self._app.app_id}: {method} {path} was not sent: {error}") from None
+            raise GitHubAppError(f"GitHub App {app.app_id}: {method} {path} was not sent: {error}") from None
 
 
 def _message(response: requests.Response) -> str:
@@ -167,18 +163,30 @@ def _hint(status: int) -> str:
     return ""
 
 
+_installations: dict[str, int] = {}  # installation id by App and scope
 _per_installation: dict[str, InstallationTokens] = {}
-_per_installation_lock = threading.Lock()
+_registry_lock = threading.Lock()
+_lookup_lock = threading.Lock()
 
 
 def installation_tokens(target: GitHubTarget, app: GitHubApp) -> InstallationTokens:
-    """The process's one `InstallationTokens` for this App and installation (or scope owner, until the
-    installation is known). Keyed by a hash that covers the key, so a new key gets a token of its own."""
-    owner = app.installation_id if app.installation_id is not None else target.scope.split("/")[1]
-    identity = f"{target.api_url}|{app.app_id}|{owner}|{app.private_key}"
-    key = hashlib.sha256(identity.encode()).hexdigest()
-    with _per_installation_lock:
-        tokens = _per_installation.get(key)
+    """The process's one `InstallationTokens` for this App's installation: given, or looked up once per scope
+    (owner and repository names are GitHub's case-insensitive ones). Keyed by hashes that cover the key, so a
+    new key gets a token of its own, and no key holds a credential."""
+    installation_id = app.installation_id
+    if installation_id is None:
+        scope_key = _key(target.api_url, app.app_id, target.scope.lower(), app.private_key)
+        with _lookup_lock:  # one lookup of a scope, however many resources start at once
+            installation_id = _installations.get(scope_key)
+            if installation_id is None:
+                installation_id = _installations[scope_key] = find_installation(target, app)
+    tokens_key = _key(target.api_url, app.app_id, str(installation_id), app.private_key)
+    with _registry_lock:
+        tokens = _per_installation.get(tokens_key)
         if tokens is None:
-            tokens = _per_installation[key] = InstallationTokens(target, app)
+            tokens = _per_installation[tokens_key] = InstallationTokens(target, app, installation_id)
         return tokens
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()

@@ -22,11 +22,13 @@ from .credentials import (
     CREDENTIAL_RULE,
     GITHUB_TOKEN_ENV,
     GITHUB_TOKEN_INPUT,
+    InvalidCredential,
     credential_problem,
     github_credential,
 )
 from .github_app import GitHubApp, InstallationTokens, installation_tokens
 from .github_url import GitHubTarget, parse_github_url
+from .redaction import remember
 from .validation import is_unknown
 
 APP_ID, INSTALLATION_ID, PRIVATE_KEY = "github_app_id", "github_app_installation_id", "github_app_private_key"
@@ -97,7 +99,10 @@ def auth_failures(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def github_auth(props: Mapping[str, Any]) -> str | InstallationTokens:
-    """The credential to call GitHub with: a trimmed token, or the process's installation tokens of the App."""
+    """The credential to call GitHub with: a trimmed token, or the process's installation tokens of the App.
+    Refresh and destroy run no Check: the environment of `pulumi` is judged here by the same rules."""
+    if failures := auth_failures(props):
+        raise InvalidCredential("; ".join(f"{prop}: {reason}" for prop, reason in failures))
     target = parse_github_url(props["github_url"])
     given_app = {k: props[k] for k in APP_INPUTS if props.get(k) is not None}
     if props.get(GITHUB_TOKEN_INPUT) is None and (
@@ -109,6 +114,7 @@ def github_auth(props: Mapping[str, Any]) -> str | InstallationTokens:
 
 def app_tokens(target: GitHubTarget, settings: Mapping[str, Any]) -> InstallationTokens:
     installation = settings.get(INSTALLATION_ID)
+    remember(_pem(str(settings[PRIVATE_KEY])))  # as it is used: a key from the environment had its \n written out
     app = GitHubApp(
         app_id=str(settings[APP_ID]).strip().removesuffix(".0"),
         private_key=_pem(str(settings[PRIVATE_KEY])),

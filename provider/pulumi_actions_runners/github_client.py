@@ -207,6 +207,17 @@ class GitHubClient:
             return None
         return self._check(200, response, "GET", f"{self.target.runners_path}/{runner_id}").json()
 
+    def set_labels(self, runner_id: int, labels: Sequence[str]) -> bool:
+        """Set a registered runner's custom labels (its read-only ones stay); False if GitHub refuses (the runner
+        is gone, or it will not relabel this one)."""
+        path = f"{self.target.runners_path}/{runner_id}/labels"
+        response = self._request("PUT", path, json={"labels": list(labels)})
+        if response.status_code in (404, 422):
+            log.info("GitHub refused to relabel runner %s: %s %s", runner_id, response.status_code, _message(response))
+            return False
+        self._check(200, response, "PUT", path)
+        return True
+
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
         """RemoveRunner: the one race-free busy check, since GitHub refuses it while a job runs."""
         path = f"{self.target.runners_path}/{runner_id}"
@@ -236,10 +247,11 @@ class GitHubClient:
         path = url.removeprefix(self.target.api_url)
         waited, limited_status, renewed = 0.0, 0, False
         while True:
-            bearer = self._credential if isinstance(self._credential, str) else self._credential.token()
-            headers = {"Authorization": f"Bearer {bearer}"}
             try:
                 with self._budget.request(method, path, max_wait=self._max_rate_limit_wait - waited) as permit:
+                    # Taken once the budget lets the request go: a long rate-limit pause may outlast a token.
+                    bearer = self._credential if isinstance(self._credential, str) else self._credential.token()
+                    headers = {"Authorization": f"Bearer {bearer}"}
                     response = self._session.request(method, url, timeout=self._timeout, headers=headers, **kwargs)
                     retries = getattr(response.raw, "retries", None)
                     permit.extra_attempts = len(retries.history) if retries is not None else 0

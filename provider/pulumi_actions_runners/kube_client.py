@@ -16,6 +16,7 @@ from urllib3.util.retry import Retry
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds: an API server that never answers must not hang a call
+MERGE_PATCH = "application/merge-patch+json"  # the client would send a JSON patch (a list of operations)
 CONNECTION_POOL_SIZE = 64  # a pool rotates hundreds of runners from as many threads; the default is 5 x cores
 
 
@@ -126,6 +127,19 @@ class KubeClient:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+    def set_secret_value(self, namespace: str, name: str, key: str, value: str) -> None:
+        """One key of a Secret (a merge patch: its other keys, the credential among them, are not read)."""
+        body = {"stringData": {key: value}}
+        self._core.patch_namespaced_secret(
+            name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
+        )
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        body = {"metadata": {"annotations": annotations}}
+        self._core.patch_namespaced_pod(
+            name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
+        )
 
     def delete_secret(self, namespace: str, name: str) -> None:
         try:

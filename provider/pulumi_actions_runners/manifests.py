@@ -20,6 +20,7 @@ DEFAULT_IMAGE = "ghcr.io/actions/actions-runner:2.336.0"
 DIND_IMAGE = "docker:29.7.2-dind"  # docker:dind in August 2026, pinned: a pod template's dind container may change it
 TOKEN_KEY = "token"
 JIT_CONFIG_KEY = "jitconfig"
+LABELS_KEY = "labels"
 JIT_TOKEN_HASH = "jit"  # what a just-in-time runner's pod carries for a token hash: it has no token
 MANAGED_BY = "pulumi-actions-runners"
 TOKEN_HASH_ANNOTATION = "actions-runners.pulumi.io/token-hash"
@@ -102,8 +103,17 @@ class RunnerSpec:
 
     @property
     def spec_hash(self) -> str:
-        """What the pod is made of, apart from its name and token: a pool replaces runners whose hash differs."""
-        fields = [self.github_url, sorted(self.labels), self.ephemeral, self.image, self.jit_config]
+        """What the runner is made of, apart from its name and token: a pool updates runners whose hash differs."""
+        return self._hash(sorted(self.labels))
+
+    @property
+    def shape_hash(self) -> str:
+        """What the pod and registration are made of that its labels are not: a runner whose spec differs from
+        another's in labels alone can be relabelled in place (relabel.py) rather than replaced."""
+        return self._hash(None)
+
+    def _hash(self, labels: list[str] | None) -> str:
+        fields = [self.github_url, labels, self.ephemeral, self.image, self.jit_config]
         if self.pod_template or self.docker:  # so that runners from before either keep their hash
             fields += [self.pod_template, self.docker]
         if self.runner_group:
@@ -137,14 +147,22 @@ def made_by(spec: RunnerSpec, labels: dict[str, str] | None) -> bool:
 
 
 def secret_manifest(spec: RunnerSpec, credential: str) -> dict[str, Any]:
-    """``credential`` is the registration token, or the encoded just-in-time config."""
+    """``credential`` is the registration token, or the encoded just-in-time config. A token runner's labels are
+    there too: a persistent runner's container that restarts registers again with the labels it reads, which an
+    update may have changed since the pod was made (see relabel.py)."""
+    data = {JIT_CONFIG_KEY: credential} if spec.jit_config else {TOKEN_KEY: credential, LABELS_KEY: labels_value(spec)}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": {"name": spec.secret_name, "namespace": spec.namespace, "labels": _labels(spec)},
-        "stringData": {JIT_CONFIG_KEY if spec.jit_config else TOKEN_KEY: credential},
+        "stringData": data,
     }
+
+
+def labels_value(spec: RunnerSpec) -> str:
+    """config.sh's --labels: the user's and the ownership label."""
+    return ",".join(spec.registration_labels)
 
 
 def _from_secret(spec: RunnerSpec, name: str, key: str) -> dict[str, Any]:
@@ -162,7 +180,7 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
     else:
         env += [
             _from_secret(spec, f"{INPUT}TOKEN", TOKEN_KEY),
-            {"name": f"{INPUT}LABELS", "value": ",".join(spec.registration_labels)},
+            _from_secret(spec, f"{INPUT}LABELS", LABELS_KEY),
             {"name": f"{INPUT}EPHEMERAL", "value": "true" if spec.ephemeral else "false"},
             {"name": f"{INPUT}REPLACE", "value": "true"},  # its own earlier registration: see startup.py
             {"name": f"{INPUT}UNATTENDED", "value": "true"},

@@ -43,6 +43,7 @@ from .manifests import POOL_LABEL, RunnerSpec, made_by, pod_manifest
 from .pod_state import pod_live
 from .registration_tokens import StartTokens
 from .registrations import by_preferred_name
+from .relabel import PodRelabeler, Relabeler, relabel_runner
 from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, start_runner
 from .teardown import (
     BUSY_POLL_FIRST_SECONDS,
@@ -64,13 +65,20 @@ MAX_PARALLEL_RUNNERS = 512  # threads mostly asleep (grace periods, polls); the 
 
 class Work(enum.Enum):
     ROTATE = "rotate"
+    RELABEL = "relabel"
     RESTART = "restart"
     REMOVE = "remove"
     ADD = "add"
 
 
-_STARTING = (Work.ROTATE, Work.RESTART, Work.ADD)
-_DONE = {Work.ROTATE: "rotated", Work.RESTART: "restarted", Work.REMOVE: "removed", Work.ADD: "added"}
+_STARTING = (Work.ROTATE, Work.RELABEL, Work.RESTART, Work.ADD)
+_DONE = {
+    Work.ROTATE: "rotated",
+    Work.RELABEL: "relabelled",
+    Work.RESTART: "restarted",
+    Work.REMOVE: "removed",
+    Work.ADD: "added",
+}
 
 
 @dataclass(frozen=True)
@@ -82,9 +90,10 @@ class PoolRunner:
     token_hash: str | None
     spec_hash: str | None
     ephemeral: bool | None  # as it was made; None (unknown) is taken down as a persistent one, with the sweep
+    shape_hash: str | None = None  # RunnerSpec.shape_hash; None (a state from before it): never relabelled
 
     def unknown(self) -> PoolRunner:
-        return replace(self, token_hash=None, spec_hash=None)
+        return replace(self, token_hash=None, spec_hash=None, shape_hash=None)
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,11 @@ class PoolSpec:
 
     def up_to_date(self, runner: PoolRunner) -> bool:
         return (runner.token_hash, runner.spec_hash) == (self.template.token_hash, self.template.spec_hash)
+
+    def relabels(self, runner: PoolRunner) -> bool:
+        """Whether the runner differs from the spec in labels alone."""
+        template = self.template
+        return (runner.token_hash, runner.shape_hash) == (template.token_hash, template.shape_hash)
 
 
 @dataclass(frozen=True)
@@ -117,11 +131,11 @@ class PoolResult:
     done: dict[Work, int] = field(default_factory=lambda: dict.fromkeys(Work, 0))
 
 
-class PoolGitHub(JitRegistry, Protocol):
+class PoolGitHub(JitRegistry, Relabeler, Protocol):
     def list_runners(self) -> Iterable[dict[str, Any]]: ...
 
 
-class PoolPods(PodCreator, Protocol):
+class PoolPods(PodCreator, PodRelabeler, Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
     def list_secret_labels(self, namespace: str, label_selector: str) -> dict[str, dict[str, str]]: ...
 
@@ -261,9 +275,9 @@ def reconcile_pool(
         if name in ended:
             work.append((Work.RESTART, name, runner))
         elif not spec.up_to_date(runner):
-            work.append((Work.ROTATE, name, runner))
+            work.append((Work.RELABEL if spec.relabels(runner) else Work.ROTATE, name, runner))
     work += [(Work.ADD, name, None) for name in _new_names(spec, runners, spec.replicas - len(runners))]
-    rotations = sum(1 for kind, _, _ in work if kind is Work.ROTATE)
+    rotations = sum(1 for kind, _, _ in work if kind in (Work.ROTATE, Work.RELABEL))  # a relabel may fall back
     configs_seconds = _jit_configs_seconds(spec, len(work))
     # Each wave of replacements may take its grace period, pod deletion and registration, at most; and all of
     # them together as long as GitHub takes to hand out their just-in-time configs.
@@ -279,8 +293,10 @@ def reconcile_pool(
         )
 
     def run(item: tuple[Work, str, PoolRunner | None]) -> tuple[PoolRunner | None, str | None]:
-        _kind, name, old = item
-        return _replace(pool, name, old, rollout, rotating=item[0] is Work.ROTATE, ours=ours.get(name))
+        kind, name, old = item
+        if kind is Work.RELABEL and old is not None:
+            return _relabel(pool, name, old, rollout, ours=ours.get(name))
+        return _replace(pool, name, old, rollout, rotating=kind is Work.ROTATE, ours=ours.get(name))
 
     def failed(item: tuple[Work, str, PoolRunner | None], error: Exception) -> tuple[PoolRunner | None, str]:
         _kind, name, old = item  # its work never ran to an end: whatever it had stays, to be looked at again
@@ -410,9 +426,24 @@ def _replace(
             # start_runner took down what it made; if its clean-up failed, the leftover stays in the state.
             leftover = PoolRunner(name, None, None, None, spec.ephemeral) if _pod_left(pool, spec) else None
             return leftover, f"{name}: not started: {describe(error)}"
-        return PoolRunner(name, runner_id, spec.token_hash, spec.spec_hash, spec.ephemeral), None
+        return PoolRunner(name, runner_id, spec.token_hash, spec.spec_hash, spec.ephemeral, spec.shape_hash), None
     finally:
         held.release_all()
+
+
+def _relabel(
+    pool: _Pool, name: str, old: PoolRunner, rollout: Rollout, *, ours: dict[str, Any] | None
+) -> tuple[PoolRunner | None, str | None]:
+    """New labels for a runner in service, which stays in service; replaced instead if it cannot be relabelled."""
+    spec = pool.spec.runner(name)
+    try:
+        why = relabel_runner(spec, old.runner_id, pool.github, pool.pods)
+    except Exception as error:  # GitHub may have its new labels already: the next update relabels it again
+        return old, f"{name}: not relabelled: {describe(error)}"
+    if why is None:
+        return replace(old, spec_hash=spec.spec_hash), None
+    log.warning("pool %s: %s is replaced rather than relabelled: %s", pool.spec.name, name, why)
+    return _replace(pool, name, old, rollout, rotating=True, ours=ours)
 
 
 def _scale_down(

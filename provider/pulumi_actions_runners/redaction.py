@@ -144,9 +144,15 @@ class ScrubFilter(logging.Filter):
         return True
 
 
+def _pem_armour(part: str) -> bool:
+    """A PEM key's "-----BEGIN", "KEY-----" lines' words: no secret, and in every certificate's message too."""
+    return part.startswith("-----") or part.endswith("-----")
+
+
 def _forms(secret: str) -> set[str]:
     """How a message may quote the secret: as is, trimmed, escaped (repr, JSON) and base64 (Kubernetes data)."""
-    values = {secret, secret.strip()} | {part for part in secret.split() if len(part) >= MIN_PART_LENGTH}
+    parts = {part for part in secret.split() if len(part) >= MIN_PART_LENGTH and not _pem_armour(part)}
+    values = {secret, secret.strip()} | parts
     forms: set[str] = set()
     for value in values:
         if len(value) < MIN_SECRET_LENGTH:

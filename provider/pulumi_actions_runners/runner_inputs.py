@@ -65,6 +65,8 @@ def input_differs(olds: dict[str, Any], news: dict[str, Any], key: str) -> bool:
 def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule]) -> tuple[dict[str, Any], list]:
     """The checked inputs, with ``token_hash`` computed (unknown while the token is), and the failures."""
     inputs = {**LATER_DEFAULTS, **news}
+    if inputs.get("runner_group") == "Default":
+        inputs["runner_group"] = None  # where runners are without one: naming it changes nothing
     labels = inputs.get("labels")
     if isinstance(labels, (list, tuple)) and validation.runner_labels(labels) is None:
         inputs["labels"] = _normalized_labels(labels)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pulumi.dynamic import (
@@ -16,12 +17,13 @@ from pulumi.dynamic import (
 
 from .. import validation
 from ..clock import SystemClock
-from ..connections import connect
+from ..connections import Connections, connect
 from ..github_client import GitHubClient
 from ..logs import log_to_stderr
-from ..manifests import owner_label
+from ..manifests import RunnerSpec, owner_label
 from ..pod_state import ENDED_PHASES, pod_phase, pod_problem
 from ..redaction import scrubbed_provider
+from ..relabel import relabel_runner
 from ..runner_inputs import (
     LATER_DEFAULTS,
     RULES,
@@ -37,9 +39,13 @@ from ..runner_inputs import (
 from ..startup import StartTimeouts, start_runner
 from ..teardown import RunnerLocation, TeardownTimeouts, owns, tear_down_runner
 
+log = logging.getLogger(__name__)
+
 RUNNER_RULES: dict[str, validation.Rule] = {**RULES, "runner_name": validation.dns_label}
-# A new registration means a new pod: these force a replacement (the pod is recreated with them).
-REPLACE_ON = ("namespace", "runner_name", *SPEC_FIELDS)
+# A new registration means a new pod: these force a replacement (the pod is recreated with them). Labels are
+# changed in place (relabel.py), by a replacement only where that cannot be done.
+IN_PLACE = ("labels",)
+REPLACE_ON = ("namespace", "runner_name", *(field for field in SPEC_FIELDS if field not in IN_PLACE))
 
 
 @scrubbed_provider
@@ -58,27 +64,15 @@ class RunnerProvider(ResourceProvider):
         if olds.get("pod_phase") in ENDED_PHASES:
             replaces.append("pod_phase")
         changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in SETTINGS)
+        changes = changes or any(input_differs(olds, news, k) for k in IN_PLACE)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         spec = runner_spec(props, props["runner_name"])
-        clock = SystemClock()
         with connect(props) as clients:
-            runner_id = start_runner(
-                spec,
-                start_tokens(props, clients.github, clients.fresh_tokens, clock),
-                clients.runners,
-                clients.kube,
-                clock,
-                StartTimeouts(
-                    register_timeout_seconds=props["register_timeout_seconds"],
-                    unregister_timeout_seconds=props["unregister_timeout_seconds"],
-                    pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
-                    grace_period_seconds=props["grace_period_seconds"],
-                ),
-            )
+            runner_id = _start(spec, props, clients)
         outs = {
-            **{k: props.get(k) for k in REPLACE_ON + SETTINGS + UNDIFFED},
+            **{k: props.get(k) for k in REPLACE_ON + IN_PLACE + SETTINGS + UNDIFFED},
             "token_hash": spec.token_hash,
             "runner_id": runner_id,
             "pod_name": spec.pod_name,
@@ -87,21 +81,28 @@ class RunnerProvider(ResourceProvider):
         return CreateResult(f"{spec.namespace}/{spec.runner_name}", outs)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult({**LATER_DEFAULTS, **olds, **{k: news.get(k) for k in SETTINGS}})
+        """Settings, and labels: set in place by GitHub; a runner that cannot be relabelled (relabel.py) is
+        replaced here, the safe way, and ``labels_updated`` says which it was."""
+        outs = {**LATER_DEFAULTS, **olds, **{k: news.get(k) for k in SETTINGS}}
+        if not any(input_differs(olds, news, k) for k in IN_PLACE):
+            return UpdateResult(outs)
+        outs["labels"] = news.get("labels")
+        spec = runner_spec(outs, outs["runner_name"])
+        with connect(outs) as clients:
+            runner_id = int(outs["runner_id"]) if outs.get("runner_id") is not None else None
+            why = relabel_runner(spec, runner_id, clients.runners, clients.kube)
+            if why is not None:
+                log.warning("runner %s is replaced rather than relabelled: %s", spec.runner_name, why)
+                tear_down_runner(
+                    _location(olds), clients.runners, clients.kube, SystemClock(), _teardown_timeouts(outs)
+                )
+                outs["runner_id"] = _start(spec, {**outs, **news}, clients)
+        outs["labels_updated"] = "in place" if why is None else f"by replacement: {why}"
+        return UpdateResult(outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         with connect(props) as clients:
-            tear_down_runner(
-                _location(props),
-                clients.runners,
-                clients.kube,
-                SystemClock(),
-                TeardownTimeouts(
-                    grace_period_seconds=props["grace_period_seconds"],
-                    unregister_timeout_seconds=props["unregister_timeout_seconds"],
-                    pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
-                ),
-            )
+            tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), _teardown_timeouts(props))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The runner as it is. One whose pod has ended, is gone or is stuck (a persistent runner crash-looping
@@ -120,6 +121,31 @@ class RunnerProvider(ResourceProvider):
             "pod_problem": pod_problem(pod),
         }
         return ReadResult(id_, outs)
+
+
+def _start(spec: RunnerSpec, props: dict[str, Any], clients: Connections) -> int:
+    clock = SystemClock()
+    return start_runner(
+        spec,
+        start_tokens(props, clients.github, clients.fresh_tokens, clock),
+        clients.runners,
+        clients.kube,
+        clock,
+        StartTimeouts(
+            register_timeout_seconds=props["register_timeout_seconds"],
+            unregister_timeout_seconds=props["unregister_timeout_seconds"],
+            pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
+            grace_period_seconds=props["grace_period_seconds"],
+        ),
+    )
+
+
+def _teardown_timeouts(props: dict[str, Any]) -> TeardownTimeouts:
+    return TeardownTimeouts(
+        grace_period_seconds=props["grace_period_seconds"],
+        unregister_timeout_seconds=props["unregister_timeout_seconds"],
+        pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
+    )
 
 
 def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any] | None:

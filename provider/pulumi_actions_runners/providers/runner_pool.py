@@ -206,6 +206,7 @@ def _pool_runner(output: dict[str, Any]) -> PoolRunner:
         token_hash=output.get("token_hash"),
         spec_hash=output.get("spec_hash"),
         ephemeral=output.get("ephemeral"),
+        shape_hash=output.get("shape_hash"),
     )
 
 
@@ -217,5 +218,6 @@ def _runner_output(spec: PoolSpec, runner: PoolRunner) -> dict[str, Any]:
         "pod": runner_spec_.pod_name,
         "token_hash": runner.token_hash,
         "spec_hash": runner.spec_hash,
+        "shape_hash": runner.shape_hash,
         "ephemeral": runner.ephemeral,
     }
