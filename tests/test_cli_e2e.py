@@ -167,11 +167,12 @@ def pool_outputs(stack: PulumiWorkspace) -> dict:
     return next(r["outputs"] for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerPool"))
 
 
-def test_a_pod_template_docker_and_a_github_app_from_config_with_the_real_cli(
+def test_a_pod_template_docker_a_github_app_and_new_labels_from_config_with_the_real_cli(
     cli_dir: Path, plugin_dir: Path, sim: Simulator
 ) -> None:
     """programs/runners builds a PodTemplateSpecArgs from config, and authenticates as the simulator's GitHub App:
-    both reach GitHub and the pod through the real CLI, and a change of the template replaces the runner."""
+    both reach GitHub and the pod through the real CLI; new labels update the runner in place, and a change of
+    the template replaces it."""
     with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack:
         app_config, app_secrets = sim.credentials(github_app=True)
         config = sim.stack_config(runners=1, grace_period_seconds=1, create_namespace=True) | app_config
@@ -197,6 +198,15 @@ def test_a_pod_template_docker_and_a_github_app_from_config_with_the_real_cli(
         exported = stack.run("stack", "export").stdout
         assert sim.app_private_key.splitlines()[1] not in exported
         assert all(token not in exported for token in sim.github.apps.issued)
+
+        # New labels: an update in place, not a new runner.
+        stack.run("config", "set", "labels", "pulumi,gpu")
+        preview = stack.run("preview").stdout
+        assert "Runner runner-0 update [diff: ~labels]" in preview, preview
+        stack.run("up", "--yes")
+        [registration] = sim.github.runners()
+        assert {label["name"] for label in registration["labels"]} >= {"gpu", "pulumi"}
+        assert sim.kube.pod(NAMESPACE, outputs["pod_name"])["metadata"]["uid"] == pod["metadata"]["uid"]
 
         stack.run("config", "set", "runnerMemory", "3Gi")
         preview = stack.run("preview").stdout

@@ -59,7 +59,8 @@ class RunnerProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call: the token's hash decides, so a preview shows every runner a new token recreates; and
-        a runner whose pod a refresh found ended, gone or stuck (``pod_phase``) is recreated too."""
+        a runner whose pod a refresh found ended, gone or stuck (``pod_phase``) is recreated too. New labels alone
+        are an update."""
         replaces = [k for k in ("token_hash", *REPLACE_ON) if input_differs(olds, news, k)]
         if olds.get("pod_phase") in ENDED_PHASES:
             replaces.append("pod_phase")
