@@ -25,6 +25,7 @@ from kubernetes import client, config
 
 from pulumi_actions_runners.manifests import RUNNER_LABEL
 
+from .simulator import program_credentials
 from .tools import TOOLS, tool_dirs
 from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace
 
@@ -197,10 +198,8 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
         print(f"Simulator: GitHub runner API at {sim['github_api_url']}, Kubernetes API server at {sim['kube_api']}")
         if github_app:
             print(f"Authenticating as GitHub App {sim['github_app_id']}, not with a personal access token")
-            sim["credentials"] = (
-                {"githubAppId": str(sim["github_app_id"])},
-                {"githubAppPrivateKey": Path(sim["github_app_private_key_file"]).read_text()},
-            )
+            app_key = Path(sim["github_app_private_key_file"]).read_text()
+            sim["credentials"] = program_credentials(sim["github_token"], (sim["github_app_id"], app_key))
         plugin = tools["pulumi-kubernetes"]
         with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], kubernetes_plugin_dir=plugin) as stack:
             tour(stack, simulator, runners)
@@ -220,7 +219,7 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
 
 
 def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) -> None:
-    config, secrets = sim.get("credentials") or ({}, {"githubToken": sim["github_token"]})
+    config, secrets = sim.get("credentials") or program_credentials(sim["github_token"])
     stack.new_stack(
         config={
             "githubUrl": sim["github_url"],

@@ -21,6 +21,13 @@ OWNER, REPOSITORY = "octo-org", "ci"
 APP_ID = 424242  # the simulated GitHub App, installed on the simulated organization
 
 
+def program_credentials(token: str, app: tuple[int, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """programs/runners' credential settings, (config, secrets): a token, or an App's id and private key."""
+    if app is not None:
+        return {"githubAppId": str(app[0])}, {"githubAppPrivateKey": app[1]}
+    return {}, {"githubToken": token}
+
+
 class Simulator:
     """Everything a runner needs, on loopback: ``with Simulator() as sim: ...``."""
 
@@ -121,9 +128,7 @@ class Simulator:
 
     def credentials(self, *, github_app: bool = False) -> tuple[dict[str, str], dict[str, str]]:
         """programs/runners' credential settings, (config, secrets): the token, or the App."""
-        if github_app:
-            return {"githubAppId": str(self.app_id)}, {"githubAppPrivateKey": self.app_private_key}
-        return {}, {"githubToken": self.credential}
+        return program_credentials(self.credential, (self.app_id, self.app_private_key) if github_app else None)
 
     def start(self) -> Simulator:
         self.github.start()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import json
 import re
 from typing import Any
@@ -145,20 +146,14 @@ def _conform(value: Any, kind: str, quantity: bool) -> Any:
     if _number(value):
         whole = int(value) if float(value).is_integer() else value
         return str(whole) if kind == "str" and quantity else whole if kind in ("int", "object") else value
-    model = getattr(models, kind, None)
-    if model is None or not isinstance(value, dict):
+    if not hasattr(models, kind) or not isinstance(value, dict):
         return value
-    fields = {json_name: attribute for attribute, json_name in model.attribute_map.items()}
     conformed_ = {}
     for key, item in value.items():
         if item is None:
             continue  # JSON's null is an absent field (kubectl writes creationTimestamp: null)
-        attribute = fields.get(key)
-        conformed_[key] = (
-            item
-            if attribute is None
-            else _conform(item, model.openapi_types[attribute], (kind, attribute) in _QUANTITIES)
-        )
+        field = _fields(kind).get(key)
+        conformed_[key] = item if field is None else _conform(item, *field)
     return conformed_
 
 
@@ -196,13 +191,22 @@ def _check_shape(value: Any, kind: str, path: str, found: list[tuple[str, str]],
     if not isinstance(value, dict):
         found.append((path, f"must be a mapping (a Kubernetes {kind.removeprefix('V1')}), not {_kind_of(value)}"))
         return
-    fields = {json_name: attribute for attribute, json_name in model.attribute_map.items()}
     for key, item in value.items():
-        attribute = fields.get(key)
-        if attribute is None:
+        field = _fields(kind).get(key)
+        if field is None:
             found.append((f"{path}.{key}", _unknown_field(key, kind, model.attribute_map)))
             continue
-        _check_shape(item, model.openapi_types[attribute], f"{path}.{key}", found, (kind, attribute) in _QUANTITIES)
+        _check_shape(item, field[0], f"{path}.{key}", found, field[1])
+
+
+@functools.cache
+def _fields(kind: str) -> dict[str, tuple[str, bool]]:
+    """A Kubernetes model's fields by their JSON name: each one's kind, and whether it holds quantities."""
+    model = getattr(models, kind)
+    return {
+        json_name: (model.openapi_types[attribute], (kind, attribute) in _QUANTITIES)
+        for attribute, json_name in model.attribute_map.items()
+    }
 
 
 def _unknown_field(key: str, kind: str, attribute_map: dict[str, str]) -> str:

@@ -295,7 +295,7 @@ def reconcile_pool(
     def run(item: tuple[Work, str, PoolRunner | None]) -> tuple[PoolRunner | None, str | None]:
         kind, name, old = item
         if kind is Work.RELABEL and old is not None:
-            return _relabel(pool, name, old, rollout, ours=ours.get(name))
+            return _relabel(pool, name, old, live[name], rollout, ours=ours.get(name))
         return _replace(pool, name, old, rollout, rotating=kind is Work.ROTATE, ours=ours.get(name))
 
     def failed(item: tuple[Work, str, PoolRunner | None], error: Exception) -> tuple[PoolRunner | None, str]:
@@ -432,12 +432,13 @@ def _replace(
 
 
 def _relabel(
-    pool: _Pool, name: str, old: PoolRunner, rollout: Rollout, *, ours: dict[str, Any] | None
+    pool: _Pool, name: str, old: PoolRunner, pod: Any, rollout: Rollout, *, ours: dict[str, Any] | None
 ) -> tuple[PoolRunner | None, str | None]:
-    """New labels for a runner in service, which stays in service; replaced instead if it cannot be relabelled."""
+    """New labels for a runner in service (``pod``: its pod, from the pool's one listing), which stays in
+    service; replaced instead if it cannot be relabelled."""
     spec = pool.spec.runner(name)
     try:
-        why = relabel_runner(spec, old.runner_id, pool.github, pool.pods)
+        why = relabel_runner(spec, old.runner_id, pod, pool.github, pool.pods)
     except Exception as error:  # GitHub may have its new labels already: the next update relabels it again
         return old, f"{name}: not relabelled: {describe(error)}"
     if why is None:

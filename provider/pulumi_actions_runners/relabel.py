@@ -24,15 +24,16 @@ class Relabeler(Protocol):
 
 
 class PodRelabeler(Protocol):
-    def read_pod(self, namespace: str, name: str) -> Any: ...
     def set_secret_value(self, namespace: str, name: str, key: str, value: str) -> None: ...
     def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None: ...
 
 
-def relabel_runner(spec: RunnerSpec, runner_id: int | None, github: Relabeler, pods: PodRelabeler) -> str | None:
+def relabel_runner(
+    spec: RunnerSpec, runner_id: int | None, pod: Any, github: Relabeler, pods: PodRelabeler
+) -> str | None:
     """None once the runner has ``spec``'s labels; else why it must be replaced instead (nothing was changed, or
-    only GitHub's labels, which the replacement sets again)."""
-    pod = pods.read_pod(spec.namespace, spec.pod_name)
+    only GitHub's labels, which the replacement sets again). ``pod``: the runner's pod as the caller read or
+    listed it, None if it has none."""
     if pod is None:
         return "its pod is gone"
     if not spec.ephemeral and not spec.jit_config and _labels_in_spec(pod):

@@ -91,7 +91,8 @@ class RunnerProvider(ResourceProvider):
         spec = runner_spec(outs, outs["runner_name"])
         with connect(outs) as clients:
             runner_id = int(outs["runner_id"]) if outs.get("runner_id") is not None else None
-            why = relabel_runner(spec, runner_id, clients.runners, clients.kube)
+            pod = clients.kube.read_pod(spec.namespace, spec.pod_name)
+            why = relabel_runner(spec, runner_id, pod, clients.runners, clients.kube)
             if why is not None:
                 log.warning("runner %s is replaced rather than relabelled: %s", spec.runner_name, why)
                 tear_down_runner(
