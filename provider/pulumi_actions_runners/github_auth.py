@@ -103,21 +103,20 @@ def github_auth(props: Mapping[str, Any]) -> str | InstallationTokens:
     Refresh and destroy run no Check: the environment of `pulumi` is judged here by the same rules."""
     if failures := auth_failures(props):
         raise InvalidCredential("; ".join(f"{prop}: {reason}" for prop, reason in failures))
-    target = parse_github_url(props["github_url"])
-    given_app = {k: props[k] for k in APP_INPUTS if props.get(k) is not None}
-    if props.get(GITHUB_TOKEN_INPUT) is None and (
-        given_app or (not os.environ.get(GITHUB_TOKEN_ENV) and _app_environment())
-    ):
-        return app_tokens(target, given_app or _app_environment())
+    # No ambiguity is left: a token beside an App, of the same source, failed above.
+    app = {k: props[k] for k in APP_INPUTS if props.get(k) is not None} or _app_environment()
+    if props.get(GITHUB_TOKEN_INPUT) is None and app:
+        return app_tokens(parse_github_url(props["github_url"]), app)
     return github_credential(props.get(GITHUB_TOKEN_INPUT))
 
 
 def app_tokens(target: GitHubTarget, settings: Mapping[str, Any]) -> InstallationTokens:
     installation = settings.get(INSTALLATION_ID)
-    remember(_pem(str(settings[PRIVATE_KEY])))  # as it is used: a key from the environment had its \n written out
+    private_key = _pem(str(settings[PRIVATE_KEY]))
+    remember(private_key)  # as it is used: a key from the environment had its \n written out
     app = GitHubApp(
         app_id=str(settings[APP_ID]).strip().removesuffix(".0"),
-        private_key=_pem(str(settings[PRIVATE_KEY])),
+        private_key=private_key,
         installation_id=int(float(installation)) if installation is not None else None,
     )
     return installation_tokens(target, app)
