@@ -18,6 +18,7 @@ from pulumi_actions_runners.github_url import parse_github_url
 from pulumi_actions_runners.registrations import RunnerDirectory
 
 CREDENTIAL = "ghp_registrations"
+FRESH = 1.5  # seconds: how old a listing the waiters of the tail tests accept
 
 
 class Listener:
@@ -194,8 +195,10 @@ def test_waiters_that_name_a_floor_are_answered_from_the_last_pages_whatever_the
             before = len(double.calls("GET"))
 
             register(double, url, [f"new-{i}" for i in range(200)])
-            time.sleep(0.3)  # the look at the last page is older than the waiters accept
-            found = together(200, lambda i: directory.find(github, f"new-{i}", max_age=0.25, newer_than=mark))
+            # The look at the last page grows older than the waiters accept; theirs is generous, so that 200
+            # threads on a loaded 2-core machine all arrive while one walk is fresh enough for them.
+            time.sleep(FRESH + 0.1)
+            found = together(200, lambda i: directory.find(github, f"new-{i}", max_age=FRESH, newer_than=mark))
             assert [runner["name"] for runner in found] == [f"new-{i}" for i in range(200)]
             by_name, pages = listings(double, before)
             assert min(pages) >= 20, "only the last pages: those that hold ids above the mark"
@@ -215,12 +218,12 @@ def test_a_waiter_for_an_older_registration_is_not_answered_from_a_tail_that_mis
             mark = directory.mark(github)
             register(double, url, [f"new-{i}" for i in range(8)])
             before = len(double.calls("GET"))
-            time.sleep(0.3)  # the look at the last page is older than the waiters accept
+            time.sleep(FRESH + 0.1)  # the look at the last page is older than the waiters accept
 
             def ask(index: int) -> dict | None:
                 if index == 8:  # a busy runner made long ago, watched by its id
-                    return directory.find(github, "old", max_age=0.25, newer_than=old - 1)
-                return directory.find(github, f"new-{index}", max_age=0.25, newer_than=mark)
+                    return directory.find(github, "old", max_age=FRESH, newer_than=old - 1)
+                return directory.find(github, f"new-{index}", max_age=FRESH, newer_than=mark)
 
             found = together(9, ask)
             assert found[8] is not None and found[8]["id"] == old
