@@ -213,3 +213,46 @@ def test_a_pod_template_docker_a_github_app_and_new_labels_from_config_with_the_
         assert "Runner runner-0 replace [diff: ~pod_template]" in preview, preview
         stack.run("destroy", "--yes")
         assert sim.github.runners() == []
+
+
+def test_a_lost_state_file_costs_a_safe_rotation_and_import_fails_touching_nothing(
+    cli_dir: Path, plugin_dir: Path, sim: Simulator
+) -> None:
+    """What the README says of a lost state file: `pulumi import` of a pool fails in the SDK's provider server
+    (pulumi/pulumi#16175) and changes nothing; `up` with the same names takes the pool's pods into its state and
+    rotates them, a busy one waited for, never killed. When Pulumi lets a dynamic provider import, the first
+    assertion fails: then import can be built."""
+    with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack:
+        config = sim.stack_config(runners=2, grace_period_seconds=1, pool=True, create_namespace=True)
+        secrets = {"githubToken": sim.credential}
+        stack.new_stack(config=config, secrets=secrets)
+        stack.run("up", "--yes")
+        state = json.loads(stack.run("stack", "export").stdout)
+        pool_id = next(r["id"] for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerPool"))
+        before = pool_outputs(stack)
+        busy = before["runners"][0]
+        sim.github.start_job(busy["name"], None)  # held until its runner has been seen busy
+
+        stack.run("stack", "rm", "--force", "--yes")  # the state is lost; the runners run on
+        stack.new_stack(config=config | {"createNamespace": "false"}, secrets=secrets)  # it is there already
+        calls = len(sim.github.calls())
+        pods = {pod["metadata"]["uid"] for pod in sim.kube.pods(NAMESPACE)}
+        pool_type = "pulumi-python:dynamic/actions-runners:RunnerPool"
+        imported = stack.run("import", pool_type, "pool", pool_id, "--yes", check=False)
+        assert imported.returncode != 0 and "__provider" in imported.stdout + imported.stderr, imported
+        assert sim.github.calls()[calls:] == [] and {p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)} == pods
+
+        def refused() -> list[dict]:
+            return [c for c in sim.github.calls("DELETE", rf"/runners/{int(busy['id'])}$") if c["status"] == 422]
+
+        up = stack.start("up", "--yes")
+        wait_until(refused, "RemoveRunner to refuse the busy runner", timeout=60)
+        sim.github.finish_job(busy["name"])
+        up.wait()
+        after = pool_outputs(stack)
+        assert sorted(r["name"] for r in after["runners"]) == sorted(r["name"] for r in before["runners"])
+        assert after["problems"] == [] and {r["token_hash"] for r in after["runners"]} == {after["token_hash"]}
+        assert pods.isdisjoint(p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE))  # rotated, not adopted
+        assert sim.runners.jobs_killed == []
+        assert len(sim.github.runners()) == 2
+        stack.run("destroy", "--yes")
