@@ -256,3 +256,34 @@ def test_a_lost_state_file_costs_a_safe_rotation_and_import_fails_touching_nothi
         assert sim.runners.jobs_killed == []
         assert len(sim.github.runners()) == 2
         stack.run("destroy", "--yes")
+
+
+def test_a_lost_state_file_of_a_just_in_time_pool_costs_nothing_its_runners_are_taken_over_as_they_are(
+    cli_dir: Path, plugin_dir: Path, sim: Simulator
+) -> None:
+    """No token to renew, so after a lost state file the pods are as the program specifies them now: `up` with
+    the same names takes them into the new state, pods, registrations and the job running on one untouched."""
+    with PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack:
+        config = sim.stack_config(runners=2, grace_period_seconds=1, pool=True, create_namespace=True)
+        config |= {"jitConfig": "true"}
+        secrets = {"githubToken": sim.credential}
+        stack.new_stack(config=config, secrets=secrets)
+        stack.run("up", "--yes")
+        before = pool_outputs(stack)
+        sim.github.start_job(before["runners"][0]["name"], None)
+        pods = {pod["metadata"]["uid"] for pod in sim.kube.pods(NAMESPACE)}
+        writes = len(sim.github.calls("POST")) + len(sim.github.calls("DELETE"))
+
+        stack.run("stack", "rm", "--force", "--yes")
+        stack.new_stack(config=config | {"createNamespace": "false"}, secrets=secrets)
+        stack.run("up", "--yes")
+
+        after = pool_outputs(stack)
+        assert [(r["name"], r["id"]) for r in after["runners"]] == [(r["name"], r["id"]) for r in before["runners"]]
+        assert after["problems"] == [] and {p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)} == pods
+        assert len(sim.github.calls("POST")) + len(sim.github.calls("DELETE")) == writes
+        summary = json.loads(stack.run("preview", "--json").stdout)["changeSummary"]
+        assert summary == {"same": 2}, summary  # the stack and the pool: nothing to do
+        sim.github.finish_job(before["runners"][0]["name"])
+        stack.run("destroy", "--yes")
+        assert sim.github.runners() == []

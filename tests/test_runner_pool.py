@@ -214,25 +214,34 @@ def test_bad_pool_inputs_fail_check_naming_the_property(sim, args, prop) -> None
     assert [p for p, _ in error.failures] == [prop]
 
 
-def test_a_pod_left_by_an_update_cut_short_is_taken_into_the_pool_and_replaced(sim) -> None:
-    token = new_token(sim)
+def test_pods_left_by_an_update_cut_short_are_taken_over_when_made_as_now_specified_and_rotated_if_not(sim) -> None:
+    old_token, token = new_token(sim), new_token(sim)
     with MiniEngine(ROOT) as engine:
         engine.up(token_and_pool(sim, token, replicas=2))
         owner = owner_id(engine, "RunnerPool", "pool")
-        spec = RunnerSpec(
-            sim.repo_url, NAMESPACE, "pool-2", (), True, DEFAULT_IMAGE, sha256(token), pool="pool", owner=owner
-        )
+        strays = {}
         with KubeClient(str(sim.kubeconfig)) as kube:  # what a provider killed mid-scale-up would have left
-            kube.apply_secret(secret_manifest(spec, token))
-            kube.create_pod(pod_manifest(spec))
-        stray_id = wait_until(lambda: online(sim).get("pool-2", {}).get("id"), "the stray runner to register")
+            for name, made_with in (("pool-2", token), ("pool-3", old_token)):
+                spec = RunnerSpec(
+                    sim.repo_url, NAMESPACE, name, (), True, DEFAULT_IMAGE, sha256(made_with), pool="pool", owner=owner
+                )
+                kube.apply_secret(secret_manifest(spec, made_with))
+                kube.create_pod(pod_manifest(spec))
+        for name in ("pool-2", "pool-3"):
+            strays[name] = wait_until(lambda n=name: online(sim).get(n), f"the stray runner {name} to register")
+        uids = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in sim.kube.pods(NAMESPACE)}
 
-        engine.up(token_and_pool(sim, token, replicas=3))
+        engine.up(token_and_pool(sim, token, replicas=4))
 
         pool = outputs(engine, "pool")
-        assert [r["name"] for r in pool["runners"]] == ["pool-0", "pool-1", "pool-2"]
-        assert pool["runners"][2]["id"] == online(sim)["pool-2"]["id"] != stray_id
-        assert len(sim.kube.pods(NAMESPACE)) == 3 and sim.runners.jobs_killed == []
+        assert [r["name"] for r in pool["runners"]] == ["pool-0", "pool-1", "pool-2", "pool-3"]
+        taken_over, rotated = pool["runners"][2], pool["runners"][3]
+        assert taken_over["id"] == strays["pool-2"]["id"] and taken_over["token_hash"] == sha256(token)
+        assert sim.kube.pod(NAMESPACE, taken_over["pod"])["metadata"]["uid"] == uids[taken_over["pod"]]
+        assert rotated["id"] == online(sim)["pool-3"]["id"] != strays["pool-3"]["id"]
+        assert sim.kube.pod(NAMESPACE, rotated["pod"])["metadata"]["uid"] != uids[rotated["pod"]]
+        assert len(sim.kube.pods(NAMESPACE)) == 4 and sim.runners.jobs_killed == []
+        assert not sim.github.calls("DELETE", rf"/runners/{strays['pool-2']['id']}$")
 
 
 def test_a_replacement_that_fails_to_start_halts_the_rollout_and_leaves_the_others_running(sim) -> None:

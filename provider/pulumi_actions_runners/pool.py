@@ -16,6 +16,10 @@ ADD      scale-up: a new name, started — once every new name has been found fr
          this pool (its ownership label): a name another runner holds fails the update before anything is
          touched.
 
+A live pod of the pool that its state does not list (made by an update cut short, or known to a state file that
+was lost) is taken in first: as it is when this pool made it with the current token and spec and its
+registration is the pool's own; as unknown otherwise, and then rotated.
+
 A runner that fails to start halts the rollout, as a Deployment's would: runners not taken down yet stay as they
 are, so a broken image or spec takes out at most ``max_unavailable`` of them.
 
@@ -44,7 +48,7 @@ from .pod_state import pod_live
 from .registration_tokens import StartTokens
 from .registrations import by_preferred_name
 from .relabel import PodRelabeler, Relabeler, relabel_runner
-from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, start_runner
+from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, made_as_specified, start_runner
 from .teardown import (
     BUSY_POLL_FIRST_SECONDS,
     BUSY_POLL_MAX_SECONDS,
@@ -250,9 +254,7 @@ def reconcile_pool(
     pool = _Pool(spec, github, pods, clock, timeouts)
     live = _live_pods(pool)
     runners = {runner.name: runner for runner in current}
-    for name in live:
-        if name not in runners:  # made by an update that was cut short: taken into the state, then rotated
-            runners[name] = PoolRunner(name, None, None, None, None)
+    runners |= _take_in(pool, {name: pod for name, pod in live.items() if name not in runners})
     ended = {name for name in runners if name not in live}
     result = PoolResult(runners=[])
 
@@ -505,6 +507,26 @@ def _scale_down(
         del runners[name]
     result.done[Work.REMOVE] = len(removed)
     return set(failed) | {runner.name for runner in waiting[:short]}  # the other busy ones are not surplus
+
+
+def _take_in(pool: _Pool, strays: dict[str, Any]) -> dict[str, PoolRunner]:
+    """Live pods of this pool that its state does not list (made by an update cut short, or known to a state
+    file that was lost): one this pool made with its current token and spec, whose registration is the pool's
+    own, is taken in as it is; any other is taken in as unknown, to be rotated the safe way."""
+    matching = [name for name, pod in strays.items() if made_as_specified(pool.spec.runner(name), pod)]
+    registered = by_preferred_name(_registered(pool.github, matching)) if matching else {}
+    taken: dict[str, PoolRunner] = {}
+    for name in sorted(strays):
+        spec, registration = pool.spec.runner(name), registered.get(name)
+        if registration is not None and owns(RunnerLocation.of(spec, None), registration):
+            log.info("pool %s: %s taken over as it is (made by this pool with this token and spec)", spec.pool, name)
+            taken[name] = PoolRunner(
+                name, int(registration["id"]), spec.token_hash, spec.spec_hash, spec.ephemeral, spec.shape_hash
+            )
+        else:
+            log.info("pool %s: %s is this pool's but not as now specified, or not registered: rotated", spec.pool, name)
+            taken[name] = PoolRunner(name, None, None, None, None)
+    return taken
 
 
 def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]]:

@@ -254,10 +254,21 @@ def _is_this_runners(spec: RunnerSpec, pod: Any) -> bool:
     return (annotations.get(TOKEN_HASH_ANNOTATION), made_with) == (spec.token_hash, spec.spec_hash)
 
 
-def _leftover(spec: RunnerSpec, pod: Any) -> bool:
-    """A live pod that this very resource made (its ownership label says so) with another token or spec."""
+def _proven_ours(spec: RunnerSpec, pod: Any) -> bool:
+    """Made by this very resource, as its ownership label says (not merely by some resource of the name)."""
     proven = spec.owner is not None and (pod.metadata.labels or {}).get(OWNER_LABEL) == spec.owner
-    return proven and _is_ours(spec, pod) and pod_live(pod) and not _is_this_runners(spec, pod)
+    return proven and _is_ours(spec, pod)
+
+
+def _leftover(spec: RunnerSpec, pod: Any) -> bool:
+    """A live pod that this very resource made with another token or spec."""
+    return _proven_ours(spec, pod) and pod_live(pod) and not _is_this_runners(spec, pod)
+
+
+def made_as_specified(spec: RunnerSpec, pod: Any) -> bool:
+    """A live pod that this very resource made with this token and spec: as good as one it would make now, so
+    that a runner of it can be taken over instead of replaced (after an update cut short, or a lost state)."""
+    return _proven_ours(spec, pod) and pod_live(pod) and _is_this_runners(spec, pod)
 
 
 def _in_the_way(spec: RunnerSpec, pod: Any) -> bool:
