@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The pulumi CLI, kube-apiserver with etcd, and pulumi-resource-kubernetes: each found, or built once from Go
+# The pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes and actionlint: each found, or built once from Go
 # modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 

@@ -17,6 +17,8 @@ pulumi config set runnerMemory 4Gi                   # optional: its memory (req
 pulumi config set --path 'nodeSelector["kubernetes.io/arch"]' amd64  # optional: the nodes runners may run on
 pulumi config set docker true                        # optional: a Docker-in-Docker sidecar (privileged)
 pulumi config set dockerMemory 2Gi                   # optional (docker): the sidecar's memory (request = limit)
+pulumi config set image ghcr.io/actions/actions-runner:2.336.0  # optional: the runner image (a change rotates)
+pulumi config set runnerGroup linux-ci               # optional (organization or enterprise githubUrl): its group
 """
 
 import pulumi
@@ -84,6 +86,8 @@ settings = {
     **github_app,
     "kubeconfig": kubeconfig,
     "pod_template": _pod_template(),
+    **({"image": config.get("image")} if config.get("image") else {}),
+    "runner_group": config.get("runnerGroup"),
     "docker": config.get_bool("docker") is True,
     "opts": pulumi.ResourceOptions(depends_on=depends_on),
 }

@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument(
         "--no-namespace", action="store_true", help="make none: the program makes it (programs/runners does)"
     )
-    commands.add_parser(
-        "tools", help="find or build the pulumi CLI, kube-apiserver and pulumi-resource-kubernetes; print env lines"
-    )
+    commands.add_parser("tools", help="find or build the test bed's binaries (tools/*/build.sh); print env lines")
     args = parser.parse_args(argv)
     if args.command == "tools":
         for name, folder in tool_dirs(*TOOLS).items():

@@ -285,6 +285,8 @@ def rotate(stack: PulumiWorkspace, simulator: SimulatorProcess, runner: Json, co
         banner(f"pulumi config set tokenRefreshBeforeSeconds {RENEW_BEFORE_SECONDS} && pulumi preview")
         stack.run("config", "set", "tokenRefreshBeforeSeconds", str(RENEW_BEFORE_SECONDS))
         print(stack.run("preview").stdout)
+        banner("pulumi preview --json | python -m pulumi_actions_runners.report --live   # what a reviewer reads")
+        print(preview_report(stack, simulator, name))
 
         banner(f"pulumi up --yes   # {comment}")
         jobs_lost_before = len(simulator.report()["jobs_killed"])
@@ -303,6 +305,29 @@ def rotate(stack: PulumiWorkspace, simulator: SimulatorProcess, runner: Json, co
     problems += outcome.problems
     if problems:
         raise DemoFailed(f"the busy runner {name} was not protected: " + "; ".join(problems))
+
+
+def preview_report(stack: PulumiWorkspace, simulator: SimulatorProcess, busy: str) -> str:
+    """The report of the pending preview, as a pipeline would make it: its --live look asks the simulated GitHub
+    (with the simulator's token) which runners to be taken down are busy; the held job's runner must be among
+    them."""
+    preview = stack.run("preview", "--json").stdout
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_APP_")}
+    env["GITHUB_TOKEN"] = simulator.info["github_token"]
+    report = subprocess.run(
+        [sys.executable, "-m", "pulumi_actions_runners.report", "--live"],
+        input=preview,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if report.returncode not in (0, 2):
+        raise DemoFailed(f"the report of the preview failed (exit {report.returncode}): {report.stderr.strip()}")
+    if not any(line.strip().startswith("busy now:") and busy in line for line in report.stdout.splitlines()):
+        raise DemoFailed(f"the report of the preview does not name {busy} busy, though its job is held")
+    return report.stdout
 
 
 def update_while_held(

@@ -1,9 +1,10 @@
-"""The binaries of the test bed: the pulumi CLI, kube-apiserver with etcd, and pulumi-resource-kubernetes.
+"""The binaries of the test bed: the pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes, and
+actionlint (for the workflow in programs/gitops).
 
 Each comes from an environment variable naming its folder, else from its tools/*/build.sh in a checkout (found
 on PATH or built once into a cache), else from PATH. Those named in one call are built concurrently, so a fresh
 machine waits once, for the slowest (`python -m actions_runners_simulator tools`, which `make` runs first, names
-all three).
+them all).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ TOOLS = {
     "pulumi": ("PULUMI_CLI_DIR", "tools/pulumi/build.sh", "pulumi"),
     "kube": ("KUBE_BIN_DIR", "tools/kube/build.sh", "kube-apiserver"),
     "pulumi-kubernetes": ("PULUMI_KUBERNETES_DIR", "tools/pulumi-kubernetes/build.sh", "pulumi-resource-kubernetes"),
+    "actionlint": ("ACTIONLINT_DIR", "tools/actionlint/build.sh", "actionlint"),
 }
 
 

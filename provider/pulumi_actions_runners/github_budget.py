@@ -457,6 +457,13 @@ def content_creating_seconds(count: int, window_seconds: float | None = None) ->
     return sent[-1] if sent else 0.0
 
 
+def endpoint_writes_seconds(count: int, window_seconds: float = GITHUB_WINDOW_SECONDS) -> float:
+    """The shortest time in which GitHub's points limit lets ``count`` writes to one endpoint (such as
+    RemoveRunner, 5 points each) through, from the first to the last: 900 points in any minute."""
+    per_window = POINTS_PER_WINDOW // WRITE_POINTS
+    return (max(count, 1) - 1) // per_window * window_seconds
+
+
 def retry_after_seconds(value: str, now: float) -> float:
     """``retry-after`` is seconds, or an HTTP date (RFC 9110)."""
     try:

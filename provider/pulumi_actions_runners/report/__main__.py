@@ -1,0 +1,75 @@
+"""python -m pulumi_actions_runners.report [PREVIEW_JSON] [--format text|markdown|json] [--live] [--fail-on ...]
+
+Exit codes, as `terraform plan -detailed-exitcode`: 0 nothing of ours changes; 2 something of ours changes (the
+report says whether runners are recreated); 1 an error, or a --fail-on condition that holds (the report is
+printed all the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import PreviewUnreadable, Report, build_report, look_live, render
+from .live import LiveLookFailed
+
+NO_CHANGE, FAILED, CHANGES = 0, 1, 2
+FORMATS: dict[str, Callable[[Report], str]] = {
+    "text": render.text,
+    "markdown": render.markdown,
+    "json": Report.json_text,
+}
+GATES: dict[str, tuple[Callable[[Report], bool], str]] = {
+    "recreate": (lambda r: r.recreates, "runners would be recreated or rotated"),
+    "busy": (lambda r: bool(r.busy), "runners it takes down are running jobs now"),
+    "change": (lambda r: bool(r.changes), "runners, pools or tokens would change"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own exit code, 2, means "changes" here
+        self.print_usage(sys.stderr)
+        self.exit(FAILED, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(
+        prog="python -m pulumi_actions_runners.report",
+        description="What a `pulumi preview --json` does to the runners, and why.",
+    )
+    parser.add_argument("preview", nargs="?", default="-", help="its output: a file, or - for standard input")
+    parser.add_argument("--format", choices=FORMATS, default="text")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="list the runners to be taken down that are busy now (one GitHub listing per scope)",
+    )
+    parser.add_argument("--fail-on", choices=GATES, action="append", default=[], help="exit 1 when this holds")
+    parser.add_argument(
+        "--parallel", type=int, help="`pulumi up --parallel`: how many lone Runners it replaces at once (default: all)"
+    )
+    args = parser.parse_args(argv)
+    if "busy" in args.fail_on and not args.live:
+        parser.error("--fail-on busy needs --live")
+    try:
+        text = sys.stdin.read() if args.preview == "-" else Path(args.preview).read_text(encoding="utf-8")
+        report = build_report(json.loads(text), parallel=args.parallel)
+        if args.live:
+            look_live(report)
+    except (OSError, ValueError, PreviewUnreadable, LiveLookFailed) as error:
+        print(f"report: {error}", file=sys.stderr)
+        return FAILED
+    sys.stdout.write(FORMATS[args.format](report))
+    failed = [why for gate in args.fail_on if (holds := GATES[gate])[0](report) for why in (holds[1],)]
+    for why in failed:
+        print(f"report: failing, as --fail-on asks: {why}", file=sys.stderr)
+    if failed:
+        return FAILED
+    return CHANGES if report.changes else NO_CHANGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

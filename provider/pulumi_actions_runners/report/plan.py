@@ -1,0 +1,368 @@
+"""What a `pulumi preview --json` means for the runners: per resource of ours, what happens and why, in words.
+
+It reads the preview's steps (old state, new inputs, the engine's replace reasons) and judges them by the
+provider's own rules (`input_differs`, the fields that recreate a runner), so that the report and the provider
+cannot disagree on what changes. Nothing here calls GitHub or Kubernetes; secrets stay the ``[secret]`` the
+preview holds them as, and no value of a secret input is ever read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi.output import Unknown
+from pulumi.runtime.rpc import UNKNOWN
+
+from ..pod_state import ENDED_PHASES
+from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, stored
+from ..validation import holds_unknown
+
+TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"
+RUNNER, POOL, TOKEN = "Runner", "RunnerPool", "RegistrationToken"
+_IGNORED_OPS = ("same", "read", "refresh", "delete-replaced", "discard", "remove-pending-replace")
+
+
+class PreviewUnreadable(Exception):
+    """Not the output of `pulumi preview --json`, or a preview that failed."""
+
+
+@dataclass
+class GitHubWrites:
+    """The writes a change makes to GitHub, by kind: what GitHub's secondary limits count."""
+
+    removals: int = 0  # DELETE .../actions/runners/{id} (RemoveRunner)
+    jit_configs: int = 0  # POST .../generate-jitconfig
+    tokens: int = 0  # POST .../registration-token
+    relabels: int = 0  # PUT .../actions/runners/{id}/labels
+
+    def __add__(self, other: GitHubWrites) -> GitHubWrites:
+        return GitHubWrites(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.removals, self.jit_configs, self.tokens, self.relabels)
+
+    @property
+    def content_creating(self) -> int:
+        """POST and PUT: 80 a minute and 500 an hour."""
+        return self.jit_configs + self.tokens + self.relabels
+
+
+@dataclass
+class ResourceChange:
+    kind: str  # Runner, RunnerPool or RegistrationToken
+    name: str  # the resource's name in the program
+    action: str  # create, recreate, rotate, scale, relabel, restart, update, renew, delete
+    what: str  # the action in words, with counts: "rotate 3 of 3 runners, 1 at a time"
+    reasons: list[str]  # why, in words
+    github_url: str | None
+    runners_before: int = 0
+    runners_after: int = 0
+    recreated: int = 0  # taken down and made again (rotated, replaced)
+    added: int = 0
+    removed: int = 0
+    relabelled: int = 0
+    restarted: int = 0  # had ended (nothing in service to protect), started again
+    out_of_service_at_most: int = 0  # of the runners in service now, at once during the change
+    at_risk: list[str] = field(default_factory=list)  # registration names of runners the change takes down
+    writes: GitHubWrites = field(default_factory=GitHubWrites)
+    busy: list[str] | None = None  # filled by a live look: those of ``at_risk`` that run a job now
+
+
+def read_steps(preview: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The steps of a preview, or PreviewUnreadable saying why there are none to judge."""
+    if not isinstance(preview, Mapping) or ("steps" not in preview and "diagnostics" not in preview):
+        raise PreviewUnreadable("this is not the output of `pulumi preview --json` (it has no steps)")
+    errors = [d.get("message", "").strip() for d in preview.get("diagnostics") or () if d.get("severity") == "error"]
+    if errors:
+        raise PreviewUnreadable("the preview failed: " + " | ".join(e for e in errors if e)[:2000])
+    return list(preview.get("steps") or ())
+
+
+def plan_changes(preview: Mapping[str, Any]) -> list[ResourceChange]:
+    """Every change the preview makes to a resource of ours, in the preview's order."""
+    changes = []
+    for step in read_steps(preview):
+        kind = _our_kind(step)
+        if kind is None or step.get("op") in _IGNORED_OPS:
+            continue
+        old, new = _state(step, "oldState"), _state(step, "newState")
+        op = {"create-replacement": "replace", "import": "create", "import-replacement": "replace"}.get(
+            step["op"], step["op"]
+        )
+        judge = {RUNNER: _runner_change, POOL: _pool_change, TOKEN: _token_change}[kind]
+        changes.append(judge(op, _name(step["urn"]), old, new, step.get("replaceReasons") or []))
+    return sorted(changes, key=_reading_order)
+
+
+def _reading_order(change: ResourceChange) -> tuple[int, str, int]:
+    """Tokens, pools, then runners; runner-2 before runner-10."""
+    stem, _, index = change.name.rpartition("-")
+    natural = (stem, int(index)) if index.isdigit() else (change.name, -1)
+    return ((TOKEN, POOL, RUNNER).index(change.kind), *natural)
+
+
+def _our_kind(step: Mapping[str, Any]) -> str | None:
+    urn = step.get("urn", "")
+    kind = urn.rsplit("::", 2)[-2] if urn.count("::") >= 2 else ""
+    kind = kind.rsplit("$", 1)[-1]  # a child's type comes after its parents'
+    return kind.removeprefix(TYPE_PREFIX) if kind.startswith(TYPE_PREFIX) else None
+
+
+def _name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _state(step: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A state's properties (its outputs, else its inputs), with the preview's unknowns made Pulumi's own."""
+    state = step.get(key) or {}
+    props = state.get("outputs") or state.get("inputs") or {}
+    if key == "newState":
+        props = state.get("inputs") or props  # what the program asks for now
+    return _with_unknowns(props)
+
+
+def _with_unknowns(value: Any) -> Any:
+    if value == UNKNOWN:
+        return Unknown()
+    if isinstance(value, dict):
+        return {k: _with_unknowns(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_unknowns(v) for v in value]
+    return value
+
+
+# -- a lone Runner ------------------------------------------------------------------------------------------
+
+
+def _runner_change(op: str, name: str, old: dict, new: dict, replace_reasons: list[str]) -> ResourceChange:
+    url = _known(new.get("github_url")) or old.get("github_url")
+    jit = bool(stored(new if op != "delete" else old, "jit_config"))
+    registration = old.get("runner_name")
+    change = ResourceChange(RUNNER, name, op, op, [], url)
+    if op == "create":
+        change.what, change.runners_after, change.added = "create 1 runner", 1, 1
+        change.writes.jit_configs = int(jit)
+    elif op == "delete":
+        change.what, change.runners_before, change.removed = "delete its runner", 1, 1
+        change.writes.removals = 1
+        change.at_risk = [registration] if registration else []
+        change.out_of_service_at_most = 1
+    elif op == "replace":
+        change.action, change.what = "recreate", "recreate its runner"
+        change.runners_before = change.runners_after = change.recreated = 1
+        change.reasons = [_why(key, old, new) for key in replace_reasons] or ["its inputs changed"]
+        change.writes = GitHubWrites(removals=1, jit_configs=int(jit))
+        change.at_risk = [registration] if registration else []
+        change.out_of_service_at_most = 0 if old.get("pod_phase") in ENDED_PHASES else 1
+    else:  # update
+        change.runners_before = change.runners_after = 1
+        if input_differs(old, new, "labels"):
+            change.action, change.what, change.relabelled = "relabel", "relabel its runner in place", 1
+            change.reasons = [_why("labels", old, new)]
+            change.writes.relabels = 1
+        else:
+            change.action, change.what = "update", "update settings; the runner is not touched"
+        change.reasons += _settings_changed(old, new)
+    return change
+
+
+# -- a RunnerPool -------------------------------------------------------------------------------------------
+
+
+def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list[str]) -> ResourceChange:
+    url = _known(new.get("github_url")) or old.get("github_url")
+    runners = list(old.get("runners") or [])
+    before, after = len(runners), _known(new.get("replicas"))
+    names = [r.get("name") for r in runners if r.get("name")]
+    jit = bool(stored(new if op != "delete" else old, "jit_config"))
+    change = ResourceChange(POOL, name, op, op, [], url, runners_before=before)
+    if op == "create":
+        count = int(after or 0)
+        change.what, change.runners_after, change.added = f"create {_runners(count)}", count, count
+        change.writes.jit_configs = count if jit else 0
+        return change
+    if op == "delete":
+        change.what, change.removed, change.at_risk = f"delete {_runners(before)}", before, names
+        change.writes.removals = before
+        change.out_of_service_at_most = before
+        return change
+    if op == "replace":  # a new pool: the old one is taken down first, then the new one made
+        count = int(after or 0)
+        change.action, change.runners_after = "recreate", count
+        change.what = f"recreate the pool: its {_runners(before)} taken down first, then {count} made"
+        change.reasons = [_why(key, old, new) for key in replace_reasons]
+        change.recreated, change.added, change.removed = (
+            min(before, count),
+            max(0, count - before),
+            max(0, before - count),
+        )
+        change.at_risk, change.out_of_service_at_most = names, before
+        change.writes = GitHubWrites(removals=before, jit_configs=count if jit else 0)
+        return change
+    return _pool_update(change, old, new, runners, after, jit)
+
+
+def _pool_update(
+    change: ResourceChange, old: dict, new: dict, runners: list[dict], after: Any, jit: bool
+) -> ResourceChange:
+    before = len(runners)
+    replicas = before if after is None else int(after)
+    token = input_differs(old, new, "token_hash")
+    spec = [k for k in SPEC_FIELDS if k != "labels" and input_differs(old, new, k)]
+    labels = input_differs(old, new, "labels")
+    ended = [r for r in runners if r.get("pod_phase") in ENDED_PHASES]
+    in_service = [r for r in runners if r not in ended]
+    # Runners that a rotation of the whole pool would not reach otherwise: out of date already (an update cut
+    # short), or made before shape hashes (they are rotated for new labels, not relabelled).
+    stale = [
+        r
+        for r in in_service
+        if (r.get("token_hash"), r.get("spec_hash")) != (old.get("token_hash"), old.get("spec_hash"))
+    ]
+    unshaped = [r for r in in_service if labels and not r.get("shape_hash")]
+    removed = max(0, before - replicas)
+    kept = in_service[: max(0, len(in_service) - removed)]  # scale-down takes ended and idle runners first
+    rotated = kept if token or spec else [r for r in kept if r in stale or r in unshaped]
+    relabelled = [r for r in kept if labels and r not in rotated]
+    change.recreated, change.relabelled = len(rotated), len(relabelled)
+    change.restarted = len(ended) if replicas >= before else max(0, len(ended) - removed)
+    change.removed, change.added = removed, max(0, replicas - before)
+    change.runners_after = replicas
+    max_unavailable = _max_unavailable(new.get("max_unavailable"), replicas)
+    change.out_of_service_at_most = min(len(rotated), max_unavailable) + min(removed, len(in_service))
+    change.reasons = (
+        (["registration token renewed"] if token else [])
+        + [_why(k, old, new) for k in spec]
+        + ([_why("labels", old, new)] if labels else [])
+        + ([f"replicas {before} -> {replicas}"] if replicas != before else [])
+        + (
+            [f"{_runners(len(stale))} out of date after an update that did not finish"]
+            if stale and not token and not spec
+            else []
+        )
+        + ([f"{_runners(len(ended))} ended after their job (seen by refresh)"] if ended else [])
+        + _settings_changed(old, new, ("max_unavailable",))
+    )
+    change.what = _pool_what(change, before, max_unavailable)
+    change.action = _pool_action(change)
+    change.at_risk = [r["name"] for r in (rotated if not removed else in_service) if r.get("name")]
+    starts = len(rotated) + change.restarted + change.added
+    change.writes = GitHubWrites(
+        removals=len(rotated) + change.removed + change.restarted,
+        jit_configs=starts if jit else 0,
+        relabels=len(relabelled),
+    )
+    return change
+
+
+def _pool_what(change: ResourceChange, before: int, max_unavailable: int) -> str:
+    parts = []
+    if change.recreated:
+        parts.append(f"rotate {change.recreated} of {_runners(before)}, at most {max_unavailable} at a time")
+    if change.relabelled:
+        parts.append(f"relabel {_runners(change.relabelled)} in place")
+    if change.added or change.removed:
+        parts.append(f"scale from {before} to {change.runners_after}")
+    if change.restarted:
+        parts.append(f"restart {_runners(change.restarted)} that ended")
+    return "; ".join(parts) or "update settings; no runner is touched"
+
+
+def _pool_action(change: ResourceChange) -> str:
+    for count, action in (
+        (change.recreated, "rotate"),
+        (change.added or change.removed, "scale"),
+        (change.relabelled, "relabel"),
+        (change.restarted, "restart"),
+    ):
+        if count:
+            return action
+    return "update"
+
+
+def _max_unavailable(value: Any, replicas: int) -> int:
+    """As the provider counts it (runner_pool._max_unavailable); 25% when unknown or unset."""
+    value = "25%" if value is None or isinstance(value, Unknown) else value
+    if isinstance(value, str):
+        return max(1, math.floor(replicas * int(value.removesuffix("%")) / 100))
+    return max(1, int(value))
+
+
+# -- a RegistrationToken ------------------------------------------------------------------------------------
+
+
+def _token_change(op: str, name: str, old: dict, new: dict, replace_reasons: list[str]) -> ResourceChange:
+    url = _known(new.get("github_url")) or old.get("github_url")
+    change = ResourceChange(TOKEN, name, op, op, [], url)
+    if op == "create":
+        change.what = "create a registration token"
+        change.writes.tokens = 1
+    elif op == "delete":
+        change.what = "forget the registration token (GitHub lets it expire)"
+    else:
+        change.action, change.what = "renew", "renew the registration token"
+        expires = old.get("expires_at")
+        change.reasons = [
+            f"it expires at {expires}, within refresh_before_seconds"
+            if key == "expires_at" and expires
+            else _why(key, old, new)
+            for key in replace_reasons
+        ] or ["its inputs changed"]
+        change.writes.tokens = 1
+    return change
+
+
+# -- words --------------------------------------------------------------------------------------------------
+
+
+def _why(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """Why a property's change matters, with its old and new value where they are worth reading."""
+    before, after = stored(old, key), new.get(key)
+    if key in ("token_hash", "registration_token", "registration_token_expires_at"):
+        return "registration token renewed" if isinstance(after, Unknown) else "registration token changed"
+    if key == "pod_phase":
+        return f"its pod is {str(old.get('pod_phase')).lower()} (seen by refresh)"
+    if key == "pod_template":
+        return "pod template changed"
+    if key == "labels":
+        return f"labels {_labels(before)} -> {_labels(after)}"
+    if key == "runner_group":
+        return f"runner group {before or 'Default'} -> {_value(after) or 'Default'}"
+    if key in ("docker", "jit_config", "ephemeral"):
+        word = {"docker": "Docker", "jit_config": "just-in-time configs", "ephemeral": "ephemeral runners"}[key]
+        return (
+            f"{word} turned {'on' if after else 'off'}" if not isinstance(after, Unknown) else f"{word}: not known yet"
+        )
+    return f"{key} {_value(before)} -> {_value(after)}"
+
+
+def _settings_changed(old: Mapping[str, Any], new: Mapping[str, Any], extra: tuple[str, ...] = ()) -> list[str]:
+    keys = [k for k in (*extra, *SETTINGS) if k in new and input_differs(old, new, k)]
+    return [f"{k} changed" if _secret(old.get(k)) or _secret(new.get(k)) else _why(k, old, new) for k in keys]
+
+
+def _secret(value: Any) -> bool:
+    return value == "[secret]"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, Unknown) or holds_unknown(value):
+        return "(known after the token or another resource is made)"
+    return "(none)" if value is None else str(value)
+
+
+def _labels(value: Any) -> str:
+    if not isinstance(value, list) or holds_unknown(value):
+        return _value(value)
+    return ", ".join(map(str, value)) or "(none)"
+
+
+def _known(value: Any) -> Any:
+    return None if isinstance(value, Unknown) or holds_unknown(value) else value
+
+
+def _runners(count: int) -> str:
+    return f"{count} runner{'' if count == 1 else 's'}"

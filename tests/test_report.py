@@ -1,0 +1,312 @@
+"""The preview report (python -m pulumi_actions_runners.report) on `pulumi preview --json` output recorded from the
+real CLI in this run, one preview per kind of change, then read as a reviewer, a pipeline and a bot would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from actions_runners_simulator.kube_apiserver import KubeApiServer
+from actions_runners_simulator.simulator import Simulator
+from actions_runners_simulator.workspace import PulumiWorkspace
+from pulumi_actions_runners.report import build_report
+from tests.conftest import ROOT, quick_simulator
+
+OLD_IMAGE, NEW_IMAGE = "ghcr.io/actions/actions-runner:2.336.0", "ghcr.io/actions/actions-runner:2.335.0"
+# name: (stack, config changed for its preview)
+SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
+    "nothing": ("runners", {}),
+    "token": ("runners", {"tokenRefreshBeforeSeconds": "3000"}),
+    "image": ("runners", {"image": NEW_IMAGE}),
+    "labels": ("runners", {"labels": "pulumi,gpu"}),
+    "template": ("runners", {"runnerMemory": "2Gi"}),
+    "more": ("runners", {"runners": "3"}),
+    "fewer": ("runners", {"runners": "1"}),
+    "pool_token": ("pool", {"tokenRefreshBeforeSeconds": "3000"}),
+    "pool_labels": ("pool", {"labels": "pulumi,gpu"}),
+    "pool_scale": ("pool", {"runners": "6"}),
+    "group": ("group", {"runnerGroup": "small"}),
+}
+
+
+@dataclass
+class Recorded:
+    sim: Simulator
+    files: dict[str, Path]  # scenario: its preview's JSON
+    pool_runners: list[str]
+
+
+@pytest.fixture(scope="module")
+def recorded(
+    kube_api_server: KubeApiServer, cli_dir: Path, plugin_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Recorded]:
+    """Three stacks (two Runners; a pool of four; an organization's Runner in runner group "large"), each up once,
+    then one `pulumi preview --json` per scenario, its config change undone after it."""
+    folder = tmp_path_factory.mktemp("previews")
+    with quick_simulator(kube_api_server) as sim:
+        sim.github.add_runner_group("orgs/octo-org", "large")
+        sim.github.add_runner_group("orgs/octo-org", "small")
+        configs = {
+            "runners": sim.stack_config(runners=2, grace_period_seconds=1),
+            "pool": sim.stack_config(runners=4, grace_period_seconds=1, pool=True),
+            "group": sim.stack_config(runners=1, grace_period_seconds=1)
+            | {"githubUrl": f"{sim.github.url}/octo-org", "runnerGroup": "large", "namespace": sim.namespace},
+        }
+        stacks, files_, pool_runners = {}, {}, []
+        try:
+            for name, config in configs.items():
+                stack = stacks[name] = PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir)
+                stack.new_stack(config=config, secrets={"githubToken": sim.credential})
+                stack.run("up", "--yes")
+            pool_runners = json.loads(stacks["pool"].run("stack", "output", "--json").stdout)["runners"]
+            for scenario, (name, changes) in SCENARIOS.items():
+                stack = stacks[name]
+                for key, value in changes.items():
+                    stack.run("config", "set", key, value)
+                files_[scenario] = folder / f"{scenario}.json"
+                files_[scenario].write_text(stack.run("preview", "--json").stdout)
+                for key in changes:
+                    if key in configs[name]:
+                        stack.run("config", "set", key, configs[name][key])
+                    else:
+                        stack.run("config", "rm", key)
+            yield Recorded(sim, files_, pool_runners)
+        finally:
+            for stack in stacks.values():
+                stack.close()
+
+
+def report(
+    *args: str | Path, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """The command, as a pipeline runs it; without GitHub credentials unless given."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    return subprocess.run(
+        [sys.executable, "-m", "pulumi_actions_runners.report", *map(str, args)],
+        input=stdin,
+        env=base | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+EXPECTED = {  # scenario: (exit code, lines the text report holds)
+    "nothing": (0, ["Runners: No change to any runner, pool or registration token."]),
+    "token": (
+        2,
+        [
+            "Runners: 2 runners recreated, at most 2 out of service at once; 1 registration token renewed.",
+            "RegistrationToken registration  renew the registration token",
+            "Runner runner-0                 recreate its runner",
+            "because: registration token renewed",
+            "GitHub: 2 RemoveRunner, 1 registration-token",
+        ],
+    ),
+    "image": (2, ["Runner runner-1  recreate its runner", f"because: image {OLD_IMAGE} -> {NEW_IMAGE}"]),
+    "labels": (
+        2,
+        [
+            "Runners: 2 runners relabelled in place.",
+            "relabel its runner in place",
+            "because: labels pulumi -> gpu, pulumi",
+        ],
+    ),
+    "template": (2, ["Runners: 2 runners recreated", "because: pod template changed"]),
+    "more": (2, ["Runners: 1 runner added.", "Runner runner-2  create 1 runner", "GitHub: no writes."]),
+    "fewer": (2, ["Runners: 1 runner removed.", "Runner runner-1  delete its runner", "1 RemoveRunner"]),
+    "pool_token": (
+        2,
+        [
+            "Runners: 4 runners recreated, at most 1 out of service at once; 1 registration token renewed.",
+            "RunnerPool pool                rotate 4 of 4 runners, at most 1 at a time",
+            "because: registration token renewed",
+        ],
+    ),
+    "pool_labels": (2, ["RunnerPool pool  relabel 4 runners in place", "4 set-labels"]),
+    "pool_scale": (2, ["Runners: 2 runners added.", "RunnerPool pool  scale from 4 to 6", "because: replicas 4 -> 6"]),
+    "group": (2, ["Runner runner-0  recreate its runner", "because: runner group large -> small"]),
+}
+
+
+@pytest.mark.parametrize("scenario", EXPECTED)
+def test_the_text_report_says_what_each_change_does_to_the_runners_and_why(recorded: Recorded, scenario: str) -> None:
+    code, lines = EXPECTED[scenario]
+    result = report(recorded.files[scenario])
+    assert result.returncode == code, (result.stdout, result.stderr)
+    words = " ".join(result.stdout.split())  # the columns' padding apart
+    for line in lines:
+        assert " ".join(line.split()) in words, result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_markdown_is_a_marked_summary_line_then_a_table(recorded: Recorded) -> None:
+    result = report(recorded.files["pool_token"], "--format", "markdown")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 2
+    assert lines[0] == "<!-- pulumi-actions-runners preview report -->"  # the workflow updates its comment by it
+    assert lines[1] == (
+        "**Runners:** 4 runners recreated, at most 1 out of service at once; 1 registration token renewed."
+    )
+    assert lines[2:5] == ["", "| Resource | What happens | Why |", "|---|---|---|"]
+    assert lines[5].startswith("| RegistrationToken `registration` | renew the registration token | it expires at ")
+    assert lines[6] == (
+        "| RunnerPool `pool` | rotate 4 of 4 runners, at most 1 at a time | registration token renewed |"
+    )
+    assert lines[8].startswith("GitHub: 4 RemoveRunner, 1 registration-token")
+    nothing = report(recorded.files["nothing"], "--format", "markdown").stdout.splitlines()
+    assert nothing[1:] == ["**Runners:** No change to any runner, pool or registration token."]
+
+
+def test_json_follows_its_versioned_schema_for_every_kind_of_change(recorded: Recorded) -> None:
+    schema = json.loads(files("pulumi_actions_runners.report").joinpath("schema.json").read_text())
+    for scenario, path in recorded.files.items():
+        result = report(path, "--format", "json")
+        document = json.loads(result.stdout)
+        jsonschema.validate(document, schema)
+        assert document["version"] == 1 and document["changes"] is (EXPECTED[scenario][0] == 2), scenario
+    pool = json.loads(report(recorded.files["pool_token"], "--format", "json").stdout)
+    assert pool["recreates"] is True and pool["live"] is None
+    assert pool["totals"] | {"github_writes": None} == {
+        "runners_before": 4,
+        "runners_after": 4,
+        "recreated": 4,
+        "added": 0,
+        "removed": 0,
+        "relabelled": 0,
+        "restarted": 0,
+        "out_of_service_at_most": 1,
+        "registration_tokens_renewed": 1,
+        "github_writes": None,
+        "shortest_seconds": 0.0,
+    }
+    assert pool["totals"]["github_writes"] == {
+        "remove_runner": 4,
+        "generate_jitconfig": 0,
+        "registration_token": 1,
+        "set_labels": 0,
+    }
+    [token, pool_change] = pool["resources"]
+    assert (token["type"], token["action"]) == ("RegistrationToken", "renew")
+    assert (pool_change["type"], pool_change["action"], pool_change["reasons"]) == (
+        "RunnerPool",
+        "rotate",
+        ["registration token renewed"],
+    )
+
+
+def test_fail_on_gates_a_pipeline_and_errors_exit_1_with_a_reason(recorded: Recorded) -> None:
+    labels = report(recorded.files["labels"], "--fail-on", "recreate")
+    assert labels.returncode == 2, labels.stderr  # relabelled in place: nothing recreated
+    token = report(recorded.files["token"], "--fail-on", "recreate")
+    assert token.returncode == 1 and "Runners: 2 runners recreated" in token.stdout
+    assert "failing, as --fail-on asks: runners would be recreated or rotated" in token.stderr
+    assert report(recorded.files["nothing"], "--fail-on", "change").returncode == 0
+    assert report(recorded.files["labels"], "--fail-on", "change").returncode == 1
+
+    from_stdin = report("-", stdin=recorded.files["token"].read_text())
+    assert from_stdin.returncode == 2 and from_stdin.stdout == report(recorded.files["token"]).stdout
+    for bad, why in (("{}", "not the output of `pulumi preview --json`"), ("not json", "Expecting value")):
+        result = report(stdin=bad)
+        assert result.returncode == 1 and why in result.stderr and "Traceback" not in result.stderr, result.stderr
+    usage = report(recorded.files["token"], "--fail-on", "busy")  # argparse's own exit code would read as changes
+    assert usage.returncode == 1 and "--fail-on busy needs --live" in usage.stderr
+
+
+def test_a_failed_preview_is_an_error_naming_what_failed(recorded: Recorded, cli_dir: Path) -> None:
+    """A preview that failed in the program (here: the Check failure of a bad config) prints its diagnostics."""
+    with PulumiWorkspace(ROOT, cli_dir) as stack:
+        config = recorded.sim.stack_config(runners=1, grace_period_seconds=1) | {"gracePeriodSeconds": "99999"}
+        stack.new_stack(config=config, secrets={"githubToken": recorded.sim.credential})
+        failed = stack.run("preview", "--json", check=False)
+    assert failed.returncode != 0
+    result = report(stdin=failed.stdout)
+    assert result.returncode == 1 and "the preview failed" in result.stderr and "grace_period_seconds" in result.stderr
+
+
+def test_live_names_the_busy_runners_among_those_to_be_taken_down_with_one_read_only_listing(
+    recorded: Recorded,
+) -> None:
+    sim = recorded.sim
+    busy = recorded.pool_runners[1]
+    sim.github.start_job(busy, None)
+    try:
+        calls = len(sim.github.calls())
+        result = report(
+            recorded.files["pool_token"], "--live", "--format", "json", env={"GITHUB_TOKEN": sim.credential}
+        )
+        document = json.loads(result.stdout)
+        assert result.returncode == 2 and document["live"] == {"busy": [busy]}
+        assert "Busy now: " + busy in document["summary"]
+        pool = next(r for r in document["resources"] if r["type"] == "RunnerPool")
+        assert pool["busy"] == [busy]
+        made = sim.github.calls()[calls:]
+        assert made and {c["method"] for c in made} == {"GET"}, made  # read-only: one listing of the scope
+        text = report(recorded.files["pool_token"], "--live", env={"GITHUB_TOKEN": sim.credential}).stdout
+        assert f"busy now: {busy}" in text
+        gated = report(
+            recorded.files["pool_token"], "--live", "--fail-on", "busy", env={"GITHUB_TOKEN": sim.credential}
+        )
+        assert gated.returncode == 1 and "running jobs now" in gated.stderr
+        markdown = report(
+            recorded.files["pool_token"], "--live", "--format", "markdown", env={"GITHUB_TOKEN": sim.credential}
+        )
+        assert f"| {busy} |" in markdown.stdout and "| Busy now |" in markdown.stdout
+    finally:
+        sim.github.finish_job(busy)
+    idle = json.loads(
+        report(recorded.files["pool_token"], "--live", "--format", "json", env={"GITHUB_TOKEN": sim.credential}).stdout
+    )
+    assert idle["live"] == {"busy": []}
+    no_credential = report(recorded.files["pool_token"], "--live")
+    assert no_credential.returncode == 1 and "GITHUB_TOKEN" in no_credential.stderr
+
+
+def test_no_secret_reaches_the_report(recorded: Recorded) -> None:
+    """The preview holds secrets as "[secret]" (Pulumi keeps them so); the report prints none of them, nor any
+    token the simulated GitHub issued."""
+    secrets = [recorded.sim.credential, *recorded.sim.github.registration_tokens()]
+    for path in recorded.files.values():
+        preview = path.read_text()
+        assert not any(secret in preview for secret in secrets)
+        for form in ("text", "markdown", "json"):
+            output = report(path, "--format", form).stdout
+            assert "[secret]" not in output and not any(secret in output for secret in secrets), (path, form)
+
+
+def test_the_function_gives_the_command_s_report(recorded: Recorded) -> None:
+    """For the Automation API: the same report from the parsed preview, without a process."""
+    parsed = json.loads(recorded.files["pool_scale"].read_text())
+    built = build_report(parsed)
+    assert built.to_json() == json.loads(report(recorded.files["pool_scale"], "--format", "json").stdout)
+    assert [(c.kind, c.action, c.added) for c in built.changes] == [("RunnerPool", "scale", 2)]
+
+
+def test_a_fleet_s_writes_and_the_least_time_github_allows_for_them(recorded: Recorded) -> None:
+    """The recorded pool preview made a just-in-time pool of 500 (and of 1,000): one RemoveRunner and one
+    generate-jitconfig per runner, paced by 80 content-creating requests a minute and 500 an hour."""
+    for size, least in ((500, 360.0), (1000, 3960.0)):
+        preview = json.loads(recorded.files["pool_token"].read_text())
+        step = next(s for s in preview["steps"] if s["urn"].endswith("RunnerPool::pool"))
+        preview["steps"] = [step]  # a just-in-time pool has no registration token; a new image rotates it
+        step["newState"]["inputs"] |= {"token_hash": step["oldState"]["outputs"]["token_hash"], "image": NEW_IMAGE}
+        [template, *_] = step["oldState"]["outputs"]["runners"]
+        step["oldState"]["outputs"]["runners"] = [template | {"name": f"pool-{i}"} for i in range(size)]
+        for state in (step["oldState"]["outputs"], step["oldState"]["inputs"], step["newState"]["inputs"]):
+            state |= {"replicas": size, "jit_config": True, "max_unavailable": "10%"}
+        built = build_report(preview).to_json()
+        totals = built["totals"]
+        assert built["resources"][0]["reasons"] == [f"image {OLD_IMAGE} -> {NEW_IMAGE}"]
+        assert (totals["recreated"], totals["out_of_service_at_most"]) == (size, size // 10)
+        assert totals["github_writes"]["remove_runner"] == totals["github_writes"]["generate_jitconfig"] == size
+        assert totals["shortest_seconds"] == least
