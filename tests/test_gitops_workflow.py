@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from actions_runners_simulator.tools import tool_dirs
+from pulumi_actions_runners.report import render
 from tests.conftest import ROOT
 
 WORKFLOW = ROOT / "programs" / "gitops" / ".github" / "workflows" / "runners.yml"
@@ -51,6 +52,9 @@ def test_jobs_run_on_github_hosted_runners_and_updates_never_race() -> None:
     jobs = workflow["jobs"]
     assert {job["runs-on"] for job in jobs.values()} == {"ubuntu-latest"}  # not the runners being replaced
     assert jobs["up"]["concurrency"] == {"group": "runners-up", "cancel-in-progress": False}
+    assert "github.ref == 'refs/heads/main'" in jobs["up"]["if"]  # a dispatch from another branch applies nothing
+    comment = next(step for step in jobs["preview"]["steps"] if "github-script" in step.get("uses", ""))
+    assert render.MARKDOWN_MARKER in comment["with"]["script"] and "always()" in comment["if"]
     steps = "\n".join(step.get("run", "") for job in jobs.values() for step in job["steps"])
     assert "python -m pulumi_actions_runners.report" in steps and "--live --format markdown" in steps
     assert "pulumi up --stack" in steps and "--refresh" in steps

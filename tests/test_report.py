@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from pulumi.runtime.rpc import UNKNOWN
 
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
@@ -310,3 +311,64 @@ def test_a_fleet_s_writes_and_the_least_time_github_allows_for_them(recorded: Re
         assert (totals["recreated"], totals["out_of_service_at_most"]) == (size, size // 10)
         assert totals["github_writes"]["remove_runner"] == totals["github_writes"]["generate_jitconfig"] == size
         assert totals["shortest_seconds"] == least
+
+
+def step_of(preview: dict, name: str) -> dict:
+    return next(s for s in preview["steps"] if s["urn"].endswith(f"::{name}"))
+
+
+def test_what_real_previews_turn_into_under_other_states(recorded: Recorded) -> None:
+    """Recorded previews edited into cases a run does not reach cheaply, each judged as the provider acts."""
+    # A pool of 4 whose runners 0 and 2 ended, scaled to 2 with a new token: the ended ones are removed first
+    # (pool._scale_down), the other two rotated one at a time.
+    preview = json.loads(recorded.files["pool_token"].read_text())
+    pool = step_of(preview, "pool")
+    [template, *_] = pool["oldState"]["outputs"]["runners"]
+    pool["oldState"]["outputs"]["runners"] = [
+        template | {"name": f"pool-{i}"} | ({"pod_phase": "Succeeded"} if i in (0, 2) else {}) for i in range(4)
+    ]
+    pool["newState"]["inputs"]["replicas"] = 2
+    [change] = [c for c in build_report(preview).changes if c.kind == "RunnerPool"]
+    assert (change.recreated, change.removed, change.restarted, change.out_of_service_at_most) == (2, 2, 0, 1)
+    assert change.at_risk == ["pool-1", "pool-3"] and change.writes.removals == 4
+
+    # --show-replacement-steps adds each replacement's two halves: still counted once.
+    preview = json.loads(recorded.files["token"].read_text())
+    halves = [
+        s | {"op": op}
+        for s in preview["steps"]
+        if s["op"] == "replace"
+        for op in ("create-replacement", "delete-replaced")
+    ]
+    assert build_report(preview | {"steps": preview["steps"] + halves}).summary() == build_report(preview).summary()
+
+    # replicas not known at preview: as many as now, never none.
+    preview = json.loads(recorded.files["pool_scale"].read_text())
+    pool = step_of(preview, "pool")
+    pool["newState"]["inputs"]["replicas"] = UNKNOWN
+    pool |= {"op": "replace", "replaceReasons": ["namespace"]}
+    [change] = build_report(preview).changes
+    assert (change.action, change.recreated, change.out_of_service_at_most) == ("recreate", 4, 4)
+    assert change.what == "recreate the pool: its 4 runners taken down first, then 4 made"
+    pool["op"] = "create"
+    assert build_report(preview).changes[0].what == "create its runners (how many is known once the update runs)"
+
+    # A lone Runner replaced because refresh found its pod ended: started again, nothing in service taken down.
+    preview = json.loads(recorded.files["token"].read_text())
+    runner = step_of(preview, "runner-0")
+    runner["oldState"]["outputs"]["pod_phase"] = "Succeeded"
+    preview["steps"] = [runner | {"replaceReasons": ["pod_phase"]}]
+    built = build_report(preview)
+    assert (built.changes[0].action, built.recreates, built.totals.out_of_service_at_most) == ("restart", False, 0)
+    assert built.summary() == "1 runner that had ended restarted."
+
+    # An update whose changed input the preview hides (a new github_token): said, not left without a reason.
+    preview = json.loads(recorded.files["labels"].read_text())
+    runner = step_of(preview, "runner-0")
+    runner["newState"]["inputs"]["labels"] = runner["oldState"]["outputs"]["labels"]
+    preview["steps"] = [runner]
+    [change] = build_report(preview).changes
+    assert (change.action, change.reasons) == (
+        "update",
+        ["an input the preview hides as a secret changed (github_token, say)"],
+    )

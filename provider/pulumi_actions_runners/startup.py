@@ -267,8 +267,10 @@ def _leftover(spec: RunnerSpec, pod: Any) -> bool:
 
 def made_as_specified(spec: RunnerSpec, pod: Any) -> bool:
     """A live pod that this very resource made with this token and spec: as good as one it would make now, so
-    that a runner of it can be taken over instead of replaced (after an update cut short, or a lost state)."""
-    return _proven_ours(spec, pod) and pod_live(pod) and _is_this_runners(spec, pod)
+    that a runner of it can be taken over instead of replaced (after an update cut short, or a lost state). Its
+    spec hash must say so: a pod from before spec hashes may be of any spec."""
+    recorded = (pod.metadata.annotations or {}).get(SPEC_HASH_ANNOTATION) is not None
+    return recorded and _proven_ours(spec, pod) and pod_live(pod) and _is_this_runners(spec, pod)
 
 
 def _in_the_way(spec: RunnerSpec, pod: Any) -> bool:

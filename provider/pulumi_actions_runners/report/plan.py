@@ -17,12 +17,26 @@ from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from ..pod_state import ENDED_PHASES
-from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, stored
+from ..pool import PoolRunner, PoolSpec
+from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
 from ..validation import holds_unknown
 
 TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"
 RUNNER, POOL, TOKEN = "Runner", "RunnerPool", "RegistrationToken"
-_IGNORED_OPS = ("same", "read", "refresh", "delete-replaced", "discard", "remove-pending-replace")
+# --show-replacement-steps adds a replacement's halves beside its "replace" step: counted once, by the latter.
+_IGNORED_OPS = (
+    "same",
+    "read",
+    "refresh",
+    "create-replacement",
+    "delete-replaced",
+    "import-replacement",
+    "discard",
+    "remove-pending-replace",
+)
+SECRET = "[secret]"  # how the preview holds a secret's value
+# An update or replacement whose changed input the preview does not show: a secret one (github_token, an App's key)
+HIDDEN_CHANGE = "an input the preview hides as a secret changed (github_token, say)"
 
 
 class PreviewUnreadable(Exception):
@@ -89,9 +103,7 @@ def plan_changes(preview: Mapping[str, Any]) -> list[ResourceChange]:
         if kind is None or step.get("op") in _IGNORED_OPS:
             continue
         old, new = _state(step, "oldState"), _state(step, "newState")
-        op = {"create-replacement": "replace", "import": "create", "import-replacement": "replace"}.get(
-            step["op"], step["op"]
-        )
+        op = "create" if step["op"] == "import" else step["op"]
         judge = {RUNNER: _runner_change, POOL: _pool_change, TOKEN: _token_change}[kind]
         changes.append(judge(op, _name(step["urn"]), old, new, step.get("replaceReasons") or []))
     return sorted(changes, key=_reading_order)
@@ -139,7 +151,7 @@ def _with_unknowns(value: Any) -> Any:
 
 def _runner_change(op: str, name: str, old: dict, new: dict, replace_reasons: list[str]) -> ResourceChange:
     url = _known(new.get("github_url")) or old.get("github_url")
-    jit = bool(stored(new if op != "delete" else old, "jit_config"))
+    jit = stored(new if op != "delete" else old, "jit_config") is True
     registration = old.get("runner_name")
     change = ResourceChange(RUNNER, name, op, op, [], url)
     if op == "create":
@@ -151,12 +163,17 @@ def _runner_change(op: str, name: str, old: dict, new: dict, replace_reasons: li
         change.at_risk = [registration] if registration else []
         change.out_of_service_at_most = 1
     elif op == "replace":
-        change.action, change.what = "recreate", "recreate its runner"
-        change.runners_before = change.runners_after = change.recreated = 1
-        change.reasons = [_why(key, old, new) for key in replace_reasons] or ["its inputs changed"]
+        change.runners_before = change.runners_after = 1
+        change.reasons = [_why(key, old, new) for key in replace_reasons] or [HIDDEN_CHANGE]
         change.writes = GitHubWrites(removals=1, jit_configs=int(jit))
-        change.at_risk = [registration] if registration else []
-        change.out_of_service_at_most = 0 if old.get("pod_phase") in ENDED_PHASES else 1
+        if old.get("pod_phase") in ENDED_PHASES:  # nothing in service to take down
+            change.action, change.what, change.restarted = "restart", "start its runner again", 1
+            if set(replace_reasons) != {"pod_phase"}:
+                change.action, change.what, change.restarted, change.recreated = "recreate", "recreate its runner", 0, 1
+        else:
+            change.action, change.what, change.recreated = "recreate", "recreate its runner", 1
+            change.at_risk = [registration] if registration else []
+            change.out_of_service_at_most = 1
     else:  # update
         change.runners_before = change.runners_after = 1
         if input_differs(old, new, "labels"):
@@ -166,6 +183,7 @@ def _runner_change(op: str, name: str, old: dict, new: dict, replace_reasons: li
         else:
             change.action, change.what = "update", "update settings; the runner is not touched"
         change.reasons += _settings_changed(old, new)
+        change.reasons = change.reasons or [HIDDEN_CHANGE]
     return change
 
 
@@ -177,11 +195,13 @@ def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list
     runners = list(old.get("runners") or [])
     before, after = len(runners), _known(new.get("replicas"))
     names = [r.get("name") for r in runners if r.get("name")]
-    jit = bool(stored(new if op != "delete" else old, "jit_config"))
+    jit = stored(new if op != "delete" else old, "jit_config") is True
     change = ResourceChange(POOL, name, op, op, [], url, runners_before=before)
+    count = before if after is None else int(after)  # replicas not known yet: as many as now
     if op == "create":
-        count = int(after or 0)
         change.what, change.runners_after, change.added = f"create {_runners(count)}", count, count
+        if after is None:
+            change.what = "create its runners (how many is known once the update runs)"
         change.writes.jit_configs = count if jit else 0
         return change
     if op == "delete":
@@ -190,7 +210,6 @@ def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list
         change.out_of_service_at_most = before
         return change
     if op == "replace":  # a new pool: the old one is taken down first, then the new one made
-        count = int(after or 0)
         change.action, change.runners_after = "recreate", count
         change.what = f"recreate the pool: its {_runners(before)} taken down first, then {count} made"
         change.reasons = [_why(key, old, new) for key in replace_reasons]
@@ -208,54 +227,83 @@ def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list
 def _pool_update(
     change: ResourceChange, old: dict, new: dict, runners: list[dict], after: Any, jit: bool
 ) -> ResourceChange:
+    """As reconcile_pool plans it: the surplus removed first (ended runners, then out-of-date ones, then the
+    highest index), ended runners restarted, each other runner relabelled or rotated unless up to date."""
     before = len(runners)
     replicas = before if after is None else int(after)
-    token = input_differs(old, new, "token_hash")
-    spec = [k for k in SPEC_FIELDS if k != "labels" and input_differs(old, new, k)]
-    labels = input_differs(old, new, "labels")
+    judge = _RunnerJudge(old, new)
     ended = [r for r in runners if r.get("pod_phase") in ENDED_PHASES]
-    in_service = [r for r in runners if r not in ended]
-    # Runners that a rotation of the whole pool would not reach otherwise: out of date already (an update cut
-    # short), or made before shape hashes (they are rotated for new labels, not relabelled).
-    stale = [
-        r
-        for r in in_service
-        if (r.get("token_hash"), r.get("spec_hash")) != (old.get("token_hash"), old.get("spec_hash"))
-    ]
-    unshaped = [r for r in in_service if labels and not r.get("shape_hash")]
-    removed = max(0, before - replicas)
-    kept = in_service[: max(0, len(in_service) - removed)]  # scale-down takes ended and idle runners first
-    rotated = kept if token or spec else [r for r in kept if r in stale or r in unshaped]
-    relabelled = [r for r in kept if labels and r not in rotated]
-    change.recreated, change.relabelled = len(rotated), len(relabelled)
-    change.restarted = len(ended) if replicas >= before else max(0, len(ended) - removed)
-    change.removed, change.added = removed, max(0, replicas - before)
-    change.runners_after = replicas
+    surplus = max(0, before - replicas)
+    order = sorted(runners, key=lambda r: (r not in ended, judge.up_to_date(r), -_index(r.get("name", ""))))
+    removed, kept = order[:surplus], [r for r in runners if r not in order[:surplus]]
+    restarted = [r for r in kept if r in ended]
+    relabelled = [r for r in kept if r not in ended and not judge.up_to_date(r) and judge.relabels(r)]
+    rotated = [r for r in kept if r not in ended and not judge.up_to_date(r) and not judge.relabels(r)]
+    removed_in_service = [r for r in removed if r not in ended]
+    change.recreated, change.relabelled, change.restarted = len(rotated), len(relabelled), len(restarted)
+    change.removed, change.added, change.runners_after = surplus, max(0, replicas - before), replicas
     max_unavailable = _max_unavailable(new.get("max_unavailable"), replicas)
-    change.out_of_service_at_most = min(len(rotated), max_unavailable) + min(removed, len(in_service))
+    change.out_of_service_at_most = min(len(rotated), max_unavailable) + len(removed_in_service)
+    changed = judge.changed_fields
+    stale = [r for r in rotated if not changed]  # out of date though no input changed: an update cut short
     change.reasons = (
-        (["registration token renewed"] if token else [])
-        + [_why(k, old, new) for k in spec]
-        + ([_why("labels", old, new)] if labels else [])
+        [_why(k, old, new) for k in changed]
         + ([f"replicas {before} -> {replicas}"] if replicas != before else [])
-        + (
-            [f"{_runners(len(stale))} out of date after an update that did not finish"]
-            if stale and not token and not spec
-            else []
-        )
+        + ([f"{_runners(len(stale))} out of date: an earlier update did not finish"] if stale else [])
         + ([f"{_runners(len(ended))} ended after their job (seen by refresh)"] if ended else [])
         + _settings_changed(old, new, ("max_unavailable",))
-    )
+    ) or [HIDDEN_CHANGE]
     change.what = _pool_what(change, before, max_unavailable)
     change.action = _pool_action(change)
-    change.at_risk = [r["name"] for r in (rotated if not removed else in_service) if r.get("name")]
-    starts = len(rotated) + change.restarted + change.added
+    change.at_risk = [r["name"] for r in (*rotated, *removed_in_service) if r.get("name")]
     change.writes = GitHubWrites(
-        removals=len(rotated) + change.removed + change.restarted,
-        jit_configs=starts if jit else 0,
+        removals=len(rotated) + len(removed) + len(restarted),
+        jit_configs=len(rotated) + len(restarted) + change.added if jit else 0,
         relabels=len(relabelled),
     )
     return change
+
+
+class _RunnerJudge:
+    """Whether a pool's runner is up to date or can be relabelled, by the provider's own rules (PoolSpec) on
+    the spec the new inputs make; while a field of that spec is not known, by which inputs differ."""
+
+    def __init__(self, old: dict, new: dict) -> None:
+        self.changed_fields = [k for k in ("token_hash", *SPEC_FIELDS) if input_differs(old, new, k)]
+        self._old = old
+        self._spec = None
+        if all(_known(new.get(k)) is not None or new.get(k) is None for k in (*SPEC_FIELDS, "pool_name")):
+            try:
+                self._spec = PoolSpec(new["pool_name"], runner_spec(new, "", pool=new["pool_name"]), 0, 1, None)
+            except (KeyError, TypeError, ValueError):
+                self._spec = None
+
+    def up_to_date(self, runner: dict) -> bool:
+        if self._spec is not None:
+            return self._spec.up_to_date(_pool_runner(runner))
+        hashes = (runner.get("token_hash"), runner.get("spec_hash"))
+        return not self.changed_fields and hashes == (self._old.get("token_hash"), self._old.get("spec_hash"))
+
+    def relabels(self, runner: dict) -> bool:
+        if self._spec is not None:
+            return self._spec.relabels(_pool_runner(runner))
+        return self.changed_fields == ["labels"] and bool(runner.get("shape_hash"))
+
+
+def _pool_runner(runner: dict) -> PoolRunner:
+    return PoolRunner(
+        runner.get("name", ""),
+        runner.get("id"),
+        runner.get("token_hash"),
+        runner.get("spec_hash"),
+        runner.get("ephemeral"),
+        runner.get("shape_hash"),
+    )
+
+
+def _index(name: str) -> int:
+    suffix = name.rpartition("-")[2]
+    return int(suffix) if suffix.isdigit() else -1
 
 
 def _pool_what(change: ResourceChange, before: int, max_unavailable: int) -> str:
@@ -285,7 +333,7 @@ def _pool_action(change: ResourceChange) -> str:
 
 def _max_unavailable(value: Any, replicas: int) -> int:
     """As the provider counts it (runner_pool._max_unavailable); 25% when unknown or unset."""
-    value = "25%" if value is None or isinstance(value, Unknown) else value
+    value = _known(value) or "25%"
     if isinstance(value, str):
         return max(1, math.floor(replicas * int(value.removesuffix("%")) / 100))
     return max(1, int(value))
@@ -361,7 +409,8 @@ def _labels(value: Any) -> str:
 
 
 def _known(value: Any) -> Any:
-    return None if isinstance(value, Unknown) or holds_unknown(value) else value
+    """The value, or None while it cannot be judged: not known yet, or hidden as a secret."""
+    return None if holds_unknown(value) or value == SECRET else value
 
 
 def _runners(count: int) -> str:
