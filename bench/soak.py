@@ -26,7 +26,11 @@ operations: runner pods taken down (replacements, scale-downs, teardowns), each 
 saw them go;
 faults: requests or pods that met an injected fault; kills: provider processes killed.
 
-    .venv/bin/python bench/soak.py [--seed S] [--minutes M] [--operations N] [--rounds R]
+    .venv/bin/python bench/soak.py [--seed S] [--minutes M] [--operations N] [--rounds R] [--github-app]
+
+With ``--github-app`` every resource authenticates as the simulated GitHub App, whose installation tokens live
+``APP_TOKEN_LIFETIME_SECONDS``, so that a provider process working longer than half of that renews its token
+in the middle of its work.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "actions-runners"
 TOKEN_LIFETIME_SECONDS = 3000  # the longest refresh_before_seconds: a token made due renews at once
 TIME_SCALE = 60.0  # GitHub's minute and hour, shrunk: its limits apply as to a fleet 60 times as fast
+APP_TOKEN_LIFETIME_SECONDS = 120.0  # renewed after 60 s (half its life): within a long rotation
 GRACE_SECONDS = 0.2
 UNREGISTER_TIMEOUT_SECONDS = 3.0  # some jobs run longer: their runner's replacement waits for the next run
 REGISTER_TIMEOUT_SECONDS = 12.0  # a pod that is never scheduled or cannot pull fails its start after this
@@ -113,18 +118,24 @@ class StackShape:
         return f"{len(self.runners)} Runners, pools {pools or 'none'}"
 
 
-def program(sim: Simulator, shape: StackShape) -> Callable[[], None]:
+def program(sim: Simulator, shape: StackShape, *, github_app: bool = False) -> Callable[[], None]:
+    credential = (
+        {"github_app_id": sim.app_id, "github_app_private_key": sim.app_private_key}
+        if github_app
+        else {"github_token": sim.credential}
+    )
+
     def declare() -> None:
         token = RegistrationToken(
             "registration",
             github_url=sim.repo_url,
-            github_token=sim.credential,
+            **credential,
             refresh_before_seconds=TOKEN_LIFETIME_SECONDS if shape.token_due else 0,
         )
         common = {
             "github_url": sim.repo_url,
             "namespace": NAMESPACE,
-            "github_token": sim.credential,
+            **credential,
             "kubeconfig": str(sim.kubeconfig),
             "grace_period_seconds": GRACE_SECONDS,
             "unregister_timeout_seconds": UNREGISTER_TIMEOUT_SECONDS,
@@ -405,8 +416,8 @@ class Round:
 
 
 class Soak:
-    def __init__(self, sim: Simulator, engine: MiniEngine, seed: int) -> None:
-        self.sim, self.engine, self.seed = sim, engine, seed
+    def __init__(self, sim: Simulator, engine: MiniEngine, seed: int, *, github_app: bool = False) -> None:
+        self.sim, self.engine, self.seed, self.github_app = sim, engine, seed, github_app
         self.rng = random.Random(seed)
         self.shape = first_shape(self.rng)
         self.totals = Totals()
@@ -478,7 +489,7 @@ class Soak:
                 else:
                     if operation == "refresh+up":
                         steps = self.engine.refresh()
-                    steps += self.engine.up(program(self.sim, self.shape))
+                    steps += self.engine.up(program(self.sim, self.shape, github_app=self.github_app))
             except (DeploymentFailed, ProviderError, CheckFailed) as failure:
                 ok = False
                 failed = failure.errors if isinstance(failure, DeploymentFailed) else [failure]
@@ -555,7 +566,8 @@ def unclear(error: Exception, killed: bool) -> list[str]:
 
 
 def leaked_credentials(sim: Simulator, texts: list[str]) -> list[str]:
-    secrets = [sim.credential, *sim.github.issued_credentials()]
+    key = sim.app_private_key.splitlines()[1]  # a line of the App's key
+    secrets = [sim.credential, key, *sim.github.issued_credentials()]
     found = []
     for text in texts:
         if any(secret in text for secret in secrets):
@@ -622,15 +634,22 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--operations", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds (a smoke run)")
+    parser.add_argument("--github-app", action="store_true", help="authenticate as the simulated GitHub App")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1_000_000)
-    print(f"soak: seed {seed}, until {args.operations} operations or {args.minutes:g} minutes", flush=True)
+    auth = "as the GitHub App" if args.github_app else "with a token"
+    print(f"soak: seed {seed}, until {args.operations} operations or {args.minutes:g} minutes, {auth}", flush=True)
     started = time.monotonic()
     with (
-        Simulator(token_lifetime=TOKEN_LIFETIME_SECONDS, time_scale=TIME_SCALE, schedule_delay=0.05) as sim,
+        Simulator(
+            token_lifetime=TOKEN_LIFETIME_SECONDS,
+            time_scale=TIME_SCALE,
+            schedule_delay=0.05,
+            app_token_lifetime=APP_TOKEN_LIFETIME_SECONDS,
+        ) as sim,
         MiniEngine(ROOT, env={**os.environ, **sim.provider_env}) as engine,
     ):
-        soak = Soak(sim, engine, seed)
+        soak = Soak(sim, engine, seed, github_app=args.github_app)
         soak.run(args.minutes, args.operations, args.rounds)
         totals, operations = soak.totals, soak.operations()
     minutes = (time.monotonic() - started) / 60

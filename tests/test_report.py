@@ -44,6 +44,7 @@ class Recorded:
     sim: Simulator
     files: dict[str, Path]  # scenario: its preview's JSON
     pool_runners: list[str]
+    large_group: int  # the id of runner group "large", where the group stack's runner registered
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def recorded(
     then one `pulumi preview --json` per scenario, its config change undone after it."""
     folder = tmp_path_factory.mktemp("previews")
     with quick_simulator(kube_api_server) as sim:
-        sim.github.add_runner_group("orgs/octo-org", "large")
+        large = sim.github.add_runner_group("orgs/octo-org", "large")
         sim.github.add_runner_group("orgs/octo-org", "small")
         configs = {
             "runners": sim.stack_config(runners=2, grace_period_seconds=1),
@@ -80,7 +81,7 @@ def recorded(
                         stack.run("config", "set", key, configs[name][key])
                     else:
                         stack.run("config", "rm", key)
-            yield Recorded(sim, files_, pool_runners)
+            yield Recorded(sim, files_, pool_runners, large)
         finally:
             for stack in stacks.values():
                 stack.close()
@@ -276,7 +277,7 @@ def test_live_names_the_busy_runners_among_those_to_be_taken_down_with_one_read_
 def test_no_secret_reaches_the_report(recorded: Recorded) -> None:
     """The preview holds secrets as "[secret]" (Pulumi keeps them so); the report prints none of them, nor any
     token the simulated GitHub issued."""
-    secrets = [recorded.sim.credential, *recorded.sim.github.registration_tokens()]
+    secrets = [recorded.sim.credential, *recorded.sim.github.issued_credentials()]
     for path in recorded.files.values():
         preview = path.read_text()
         assert not any(secret in preview for secret in secrets)
@@ -372,3 +373,12 @@ def test_what_real_previews_turn_into_under_other_states(recorded: Recorded) -> 
         "update",
         ["an input the preview hides as a secret changed (github_token, say)"],
     )
+
+
+def test_the_real_cli_registers_an_organization_s_runner_in_its_runner_group(recorded: Recorded) -> None:
+    """programs/runners' runnerGroup, through the real CLI: the group stack's `up` looked "large" up by name and
+    registered its runner there (its preview above shows the move to "small" as a replacement)."""
+    [runner] = recorded.sim.github.runners("orgs/octo-org")
+    assert runner["runner_group_id"] == recorded.large_group and runner["status"] == "online"
+    lookups = recorded.sim.github.calls("GET", r"/orgs/octo-org/actions/runner-groups$")
+    assert lookups and all(call["status"] == 200 for call in lookups)

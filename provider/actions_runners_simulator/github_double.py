@@ -157,10 +157,6 @@ class _RunnerRegistry:
         self._clock_thread: threading.Thread | None = None
         self._closed = False
 
-    def registration_tokens(self) -> list[str]:
-        with self._lock:
-            return list(self._tokens)
-
     def issue_registration_token(self, scope: str) -> JsonObject:
         issued = _new_token(self._token_lifetime)
         with self._lock:
@@ -911,10 +907,6 @@ class GitHubDouble:
     def add_runner_group(self, scope: str, name: str) -> int:
         """A runner group of an organization ("orgs/ORG") or enterprise ("enterprises/ENT"): its id."""
         return self._registry.add_runner_group(scope, name)
-
-    def registration_tokens(self) -> list[str]:
-        """Every registration token issued so far: what a test looks for where no token may be."""
-        return self._registry.registration_tokens()
 
     def connect_jit_runner(self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener) -> int:
         """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.

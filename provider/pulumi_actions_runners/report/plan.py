@@ -272,7 +272,7 @@ class _RunnerJudge:
         self.changed_fields = [k for k in ("token_hash", *SPEC_FIELDS) if input_differs(old, new, k)]
         self._old = old
         self._spec = None
-        if all(_known(new.get(k)) is not None or new.get(k) is None for k in (*SPEC_FIELDS, "pool_name")):
+        if not any(_hidden(new.get(k)) for k in (*SPEC_FIELDS, "pool_name")):
             try:
                 self._spec = PoolSpec(new["pool_name"], runner_spec(new, "", pool=new["pool_name"]), 0, 1, None)
             except (KeyError, TypeError, ValueError):
@@ -408,9 +408,13 @@ def _labels(value: Any) -> str:
     return ", ".join(map(str, value)) or "(none)"
 
 
+def _hidden(value: Any) -> bool:
+    """Not to be judged: not known yet, or hidden as a secret."""
+    return holds_unknown(value) or value == SECRET
+
+
 def _known(value: Any) -> Any:
-    """The value, or None while it cannot be judged: not known yet, or hidden as a secret."""
-    return None if holds_unknown(value) or value == SECRET else value
+    return None if _hidden(value) else value
 
 
 def _runners(count: int) -> str:
