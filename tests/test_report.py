@@ -218,9 +218,16 @@ def test_fail_on_gates_a_pipeline_and_errors_exit_1_with_a_reason(recorded: Reco
 
     from_stdin = report("-", stdin=recorded.files["token"].read_text())
     assert from_stdin.returncode == 2 and from_stdin.stdout == report(recorded.files["token"]).stdout
-    for bad, why in (("{}", "not the output of `pulumi preview --json`"), ("not json", "Expecting value")):
+    odd_step = json.dumps({"steps": [{"urn": "urn:pulumi:dev::p::pulumi-python:dynamic/actions-runners:Runner::r"}]})
+    for bad, why in (
+        ("{}", "not the output of `pulumi preview --json`"),
+        ("not json", "Expecting value"),
+        (odd_step, "not the output of `pulumi preview --json` (KeyError('op') is amiss)"),
+    ):
         result = report(stdin=bad)
         assert result.returncode == 1 and why in result.stderr and "Traceback" not in result.stderr, result.stderr
+    one_at_a_time = report(recorded.files["token"], "--parallel", "1").stdout  # `pulumi up --parallel 1`
+    assert one_at_a_time.startswith("Runners: 2 runners recreated, at most 1 out of service at once;")
     usage = report(recorded.files["token"], "--fail-on", "busy")  # argparse's own exit code would read as changes
     assert usage.returncode == 1 and "--fail-on busy needs --live" in usage.stderr
 

@@ -35,6 +35,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(FAILED, f"{self.prog}: error: {message}\n")
 
 
+def _at_least_one(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of 1 or more")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(
         prog="python -m pulumi_actions_runners.report",
@@ -49,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--fail-on", choices=GATES, action="append", default=[], help="exit 1 when this holds")
     parser.add_argument(
-        "--parallel", type=int, help="`pulumi up --parallel`: how many lone Runners it replaces at once (default: all)"
+        "--parallel",
+        type=_at_least_one,
+        help="`pulumi up --parallel`: how many lone Runners it replaces at once (default: all)",
     )
     args = parser.parse_args(argv)
     if "busy" in args.fail_on and not args.live:
@@ -62,8 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, PreviewUnreadable, LiveLookFailed) as error:
         print(f"report: {error}", file=sys.stderr)
         return FAILED
+    except (KeyError, TypeError, AttributeError) as error:  # JSON, but not shaped as a preview's
+        print(f"report: this is not the output of `pulumi preview --json` ({error!r} is amiss)", file=sys.stderr)
+        return FAILED
     sys.stdout.write(FORMATS[args.format](report))
-    failed = [why for gate in args.fail_on if (holds := GATES[gate])[0](report) for why in (holds[1],)]
+    failed = [GATES[gate][1] for gate in args.fail_on if GATES[gate][0](report)]
     for why in failed:
         print(f"report: failing, as --fail-on asks: {why}", file=sys.stderr)
     if failed:

@@ -99,7 +99,8 @@ class Report:
         return line + "."
 
     def to_json(self) -> dict[str, Any]:
-        """Stable for bots: fields are only ever added under this ``version``."""
+        """For bots: a field is renamed, removed or changes meaning only with a new ``version``; schema.json
+        describes this one exactly."""
         totals = self.totals
         return {
             "schema": SCHEMA,
