@@ -99,6 +99,19 @@ class PoolRunner:
     def unknown(self) -> PoolRunner:
         return replace(self, token_hash=None, spec_hash=None, shape_hash=None)
 
+    @classmethod
+    def of_output(cls, output: dict[str, Any]) -> PoolRunner:
+        """As the pool's ``runners`` output records it."""
+        runner_id = output.get("id")
+        return cls(
+            name=output["name"],
+            runner_id=int(runner_id) if runner_id is not None else None,
+            token_hash=output.get("token_hash"),
+            spec_hash=output.get("spec_hash"),
+            ephemeral=output.get("ephemeral"),
+            shape_hash=output.get("shape_hash"),
+        )
+
 
 @dataclass(frozen=True)
 class PoolSpec:
@@ -263,7 +276,8 @@ def reconcile_pool(
     if new_names or ended or not all(map(spec.up_to_date, runners.values())):
         # A pod of the spec judged by the API server, and the runner group looked up, once for all before any
         # runner is touched: PodRejected, RunnerGroupNotFound.
-        pods.validate_pod(pod_manifest(spec.runner(min([*runners, *new_names], key=lambda n: _index(spec, n)))))
+        first = min([*runners, *new_names], key=lambda n: runner_index(spec.name, n))
+        pods.validate_pod(pod_manifest(spec.runner(first)))
         if spec.template.runner_group:
             github.runner_group_id(spec.template.runner_group)
     left_alone: set[str] = set()
@@ -313,7 +327,7 @@ def reconcile_pool(
             result.done[kind] += 1
         else:
             result.problems.append(problem)
-    result.runners = sorted(runners.values(), key=lambda r: _index(spec, r.name))
+    result.runners = sorted(runners.values(), key=lambda r: runner_index(spec.name, r.name))
     try:
         _delete_orphan_secrets(pool, {spec.runner(name).secret_name for name in runners})
     except Exception as error:
@@ -456,10 +470,11 @@ def _scale_down(
     Returns the surplus runners left as they are (busy to the end, or failed part-way: those are kept in the
     state as unknown, so that they are looked at again)."""
     busy = {r["name"] for r in pool.github.list_runners() if r.get("busy")}
-    candidates = sorted(
-        runners.values(),
-        key=lambda r: (r.name not in ended, r.name in busy, pool.spec.up_to_date(r), -_index(pool.spec, r.name)),
-    )
+
+    def removal_order(r: PoolRunner) -> tuple[bool, bool, bool, int]:
+        return (r.name not in ended, r.name in busy, pool.spec.up_to_date(r), -runner_index(pool.spec.name, r.name))
+
+    candidates = sorted(runners.values(), key=removal_order)
     removed: list[str] = []
     failed: list[str] = []
     deadline = pool.clock.monotonic() + pool.timeouts.unregister_timeout_seconds
@@ -591,9 +606,18 @@ def _new_names(spec: PoolSpec, runners: dict[str, PoolRunner], count: int) -> li
     return names
 
 
-def _index(spec: PoolSpec, name: str) -> int:
-    suffix = name.removeprefix(f"{spec.name}-")
+def runner_index(pool_name: str, name: str) -> int:
+    """The index in a pool runner's name ("pool-7": 7); -1 for a name not of the pool's form."""
+    suffix = name.removeprefix(f"{pool_name}-")
     return int(suffix) if suffix.isdigit() else -1
+
+
+def max_unavailable_count(value: int | str, replicas: int) -> int:
+    """``max_unavailable`` as a number of runners: a count, or a percentage of ``replicas`` rounded down; 1 at
+    least."""
+    if isinstance(value, str):
+        return max(1, math.floor(replicas * int(value.removesuffix("%")) / 100))
+    return max(1, int(value))
 
 
 def _concurrently(action: Callable[[Any], Any], items: list[Any], failed: Callable[[Any, Exception], Any]) -> list[Any]:

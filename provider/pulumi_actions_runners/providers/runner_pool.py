@@ -8,7 +8,6 @@ returned in ``problems``, which the RunnerPool resource turns into an error of t
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pulumi.dynamic import (
@@ -29,7 +28,15 @@ from ..kube_client import PodAlreadyExists, PodRejected, describe
 from ..logs import log_to_stderr
 from ..manifests import POOL_LABEL
 from ..pod_state import ENDED_PHASES, pod_phase, pod_problem
-from ..pool import PoolResult, PoolRunner, PoolSpec, PoolTimeouts, reconcile_pool, tear_down_pool
+from ..pool import (
+    PoolResult,
+    PoolRunner,
+    PoolSpec,
+    PoolTimeouts,
+    max_unavailable_count,
+    reconcile_pool,
+    tear_down_pool,
+)
 from ..redaction import scrub_all, scrubbed_provider
 from ..registration_tokens import StartTokens
 from ..registrations import by_preferred_name
@@ -83,13 +90,13 @@ class RunnerPoolProvider(ResourceProvider):
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # The owner its runners were made with stays (a renamed stack keeps its registrations).
         props = {**news, "owner": olds.get("owner") or news.get("owner")}
-        return UpdateResult(_reconcile(props, [_pool_runner(r) for r in olds.get("runners") or []]))
+        return UpdateResult(_reconcile(props, [PoolRunner.of_output(r) for r in olds.get("runners") or []]))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         with connect(props) as clients:
             problems = tear_down_pool(
                 _pool_spec(props),
-                [_pool_runner(r) for r in props.get("runners") or []],
+                [PoolRunner.of_output(r) for r in props.get("runners") or []],
                 clients.runners,
                 clients.kube,
                 SystemClock(),
@@ -115,7 +122,7 @@ class RunnerPoolProvider(ResourceProvider):
         runners, problems = [], []
         for runner in props.get("runners") or []:
             registration, pod = registered.get(runner["name"]), pods.get(runner["pod"])
-            location = RunnerLocation.of(spec.template, _pool_runner(runner).runner_id)
+            location = RunnerLocation.of(spec.template, PoolRunner.of_output(runner).runner_id)
             if registration is not None and not owns(location, registration):
                 registration = None  # another's, under the same name: nothing about this runner
             if registration is None and pod is None:
@@ -178,15 +185,9 @@ def _pool_spec(props: dict[str, Any], tokens: StartTokens | None = None) -> Pool
         name=props["pool_name"],
         template=runner_spec(props, "", pool=props["pool_name"]),
         replicas=replicas,
-        max_unavailable=_max_unavailable(props.get("max_unavailable"), replicas),
+        max_unavailable=max_unavailable_count(props.get("max_unavailable"), replicas),
         tokens=tokens,
     )
-
-
-def _max_unavailable(value: Any, replicas: int) -> int:
-    if isinstance(value, str):
-        return max(1, math.floor(replicas * int(value.removesuffix("%")) / 100))
-    return max(1, int(value))
 
 
 def _timeouts(props: dict[str, Any]) -> PoolTimeouts:
@@ -195,18 +196,6 @@ def _timeouts(props: dict[str, Any]) -> PoolTimeouts:
         unregister_timeout_seconds=props["unregister_timeout_seconds"],
         register_timeout_seconds=props["register_timeout_seconds"],
         pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
-    )
-
-
-def _pool_runner(output: dict[str, Any]) -> PoolRunner:
-    runner_id = output.get("id")
-    return PoolRunner(
-        name=output["name"],
-        runner_id=int(runner_id) if runner_id is not None else None,
-        token_hash=output.get("token_hash"),
-        spec_hash=output.get("spec_hash"),
-        ephemeral=output.get("ephemeral"),
-        shape_hash=output.get("shape_hash"),
     )
 
 

@@ -8,7 +8,6 @@ preview holds them as, and no value of a secret input is ever read.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,7 @@ from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from ..pod_state import ENDED_PHASES
-from ..pool import PoolRunner, PoolSpec
+from ..pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
 from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
 from ..validation import holds_unknown
 
@@ -199,19 +198,19 @@ def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list
     change = ResourceChange(POOL, name, op, op, [], url, runners_before=before)
     count = before if after is None else int(after)  # replicas not known yet: as many as now
     if op == "create":
-        change.what, change.runners_after, change.added = f"create {_runners(count)}", count, count
+        change.what, change.runners_after, change.added = f"create {runners_phrase(count)}", count, count
         if after is None:
             change.what = "create its runners (how many is known once the update runs)"
         change.writes.jit_configs = count if jit else 0
         return change
     if op == "delete":
-        change.what, change.removed, change.at_risk = f"delete {_runners(before)}", before, names
+        change.what, change.removed, change.at_risk = f"delete {runners_phrase(before)}", before, names
         change.writes.removals = before
         change.out_of_service_at_most = before
         return change
     if op == "replace":  # a new pool: the old one is taken down first, then the new one made
         change.action, change.runners_after = "recreate", count
-        change.what = f"recreate the pool: its {_runners(before)} taken down first, then {count} made"
+        change.what = f"recreate the pool: its {runners_phrase(before)} taken down first, then {count} made"
         change.reasons = [_why(key, old, new) for key in replace_reasons]
         change.recreated, change.added, change.removed = (
             min(before, count),
@@ -234,7 +233,8 @@ def _pool_update(
     judge = _RunnerJudge(old, new)
     ended = [r for r in runners if r.get("pod_phase") in ENDED_PHASES]
     surplus = max(0, before - replicas)
-    order = sorted(runners, key=lambda r: (r not in ended, judge.up_to_date(r), -_index(r.get("name", ""))))
+    pool_name = str(old.get("pool_name") or "")
+    order = sorted(runners, key=lambda r: (r not in ended, judge.up_to_date(r), -runner_index(pool_name, r["name"])))
     removed, kept = order[:surplus], [r for r in runners if r not in order[:surplus]]
     restarted = [r for r in kept if r in ended]
     relabelled = [r for r in kept if r not in ended and not judge.up_to_date(r) and judge.relabels(r)]
@@ -249,8 +249,8 @@ def _pool_update(
     change.reasons = (
         [_why(k, old, new) for k in changed]
         + ([f"replicas {before} -> {replicas}"] if replicas != before else [])
-        + ([f"{_runners(len(stale))} out of date: an earlier update did not finish"] if stale else [])
-        + ([f"{_runners(len(ended))} ended after their job (seen by refresh)"] if ended else [])
+        + ([f"{runners_phrase(len(stale))} out of date: an earlier update did not finish"] if stale else [])
+        + ([f"{runners_phrase(len(ended))} ended after their job (seen by refresh)"] if ended else [])
         + _settings_changed(old, new, ("max_unavailable",))
     ) or [HIDDEN_CHANGE]
     change.what = _pool_what(change, before, max_unavailable)
@@ -280,42 +280,26 @@ class _RunnerJudge:
 
     def up_to_date(self, runner: dict) -> bool:
         if self._spec is not None:
-            return self._spec.up_to_date(_pool_runner(runner))
+            return self._spec.up_to_date(PoolRunner.of_output(runner))
         hashes = (runner.get("token_hash"), runner.get("spec_hash"))
         return not self.changed_fields and hashes == (self._old.get("token_hash"), self._old.get("spec_hash"))
 
     def relabels(self, runner: dict) -> bool:
         if self._spec is not None:
-            return self._spec.relabels(_pool_runner(runner))
+            return self._spec.relabels(PoolRunner.of_output(runner))
         return self.changed_fields == ["labels"] and bool(runner.get("shape_hash"))
-
-
-def _pool_runner(runner: dict) -> PoolRunner:
-    return PoolRunner(
-        runner.get("name", ""),
-        runner.get("id"),
-        runner.get("token_hash"),
-        runner.get("spec_hash"),
-        runner.get("ephemeral"),
-        runner.get("shape_hash"),
-    )
-
-
-def _index(name: str) -> int:
-    suffix = name.rpartition("-")[2]
-    return int(suffix) if suffix.isdigit() else -1
 
 
 def _pool_what(change: ResourceChange, before: int, max_unavailable: int) -> str:
     parts = []
     if change.recreated:
-        parts.append(f"rotate {change.recreated} of {_runners(before)}, at most {max_unavailable} at a time")
+        parts.append(f"rotate {change.recreated} of {runners_phrase(before)}, at most {max_unavailable} at a time")
     if change.relabelled:
-        parts.append(f"relabel {_runners(change.relabelled)} in place")
+        parts.append(f"relabel {runners_phrase(change.relabelled)} in place")
     if change.added or change.removed:
         parts.append(f"scale from {before} to {change.runners_after}")
     if change.restarted:
-        parts.append(f"restart {_runners(change.restarted)} that ended")
+        parts.append(f"restart {runners_phrase(change.restarted)} that ended")
     return "; ".join(parts) or "update settings; no runner is touched"
 
 
@@ -332,11 +316,8 @@ def _pool_action(change: ResourceChange) -> str:
 
 
 def _max_unavailable(value: Any, replicas: int) -> int:
-    """As the provider counts it (runner_pool._max_unavailable); 25% when unknown or unset."""
-    value = _known(value) or "25%"
-    if isinstance(value, str):
-        return max(1, math.floor(replicas * int(value.removesuffix("%")) / 100))
-    return max(1, int(value))
+    """As the provider counts it; 25% (RunnerPool's default) while not known."""
+    return max_unavailable_count(_known(value) or "25%", replicas)
 
 
 # -- a RegistrationToken ------------------------------------------------------------------------------------
@@ -417,5 +398,6 @@ def _known(value: Any) -> Any:
     return None if _hidden(value) else value
 
 
-def _runners(count: int) -> str:
+def runners_phrase(count: int) -> str:
+    """ "1 runner", "3 runners"."""
     return f"{count} runner{'' if count == 1 else 's'}"

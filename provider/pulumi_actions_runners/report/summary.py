@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..github_budget import GITHUB_WINDOW_SECONDS, content_creating_seconds, endpoint_writes_seconds
-from .plan import RUNNER, TOKEN, GitHubWrites, ResourceChange, plan_changes
+from .plan import RUNNER, TOKEN, GitHubWrites, ResourceChange, plan_changes, runners_phrase
 
 SCHEMA = "pulumi-actions-runners/preview-report"
 SCHEMA_VERSION = 1
@@ -75,7 +75,7 @@ class Report:
         parts = []
         if totals.recreated:
             at_once = totals.out_of_service_at_most
-            parts.append(f"{_runners(totals.recreated)} recreated, at most {at_once} out of service at once")
+            parts.append(f"{runners_phrase(totals.recreated)} recreated, at most {at_once} out of service at once")
         for count, words in (
             (totals.relabelled, "relabelled in place"),
             (totals.added, "added"),
@@ -83,7 +83,7 @@ class Report:
             (totals.restarted, "that had ended restarted"),
         ):
             if count:
-                parts.append(f"{_runners(count)} {words}")
+                parts.append(f"{runners_phrase(count)} {words}")
         if totals.tokens_renewed:
             parts.append(
                 f"{totals.tokens_renewed} registration token{'s' if totals.tokens_renewed > 1 else ''} renewed"
@@ -163,7 +163,3 @@ def _writes_json(writes: GitHubWrites) -> dict[str, int]:
         "registration_token": writes.tokens,
         "set_labels": writes.relabels,
     }
-
-
-def _runners(count: int) -> str:
-    return f"{count} runner{'' if count == 1 else 's'}"
