@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.server
+import threading
 from typing import Any
 
 from kubernetes import client, config
@@ -62,3 +64,34 @@ def secret_token(sim: Simulator, secret_name: str) -> str:
 
 def events_for(sim: Simulator, pod_name: str, *types: str) -> list[dict[str, Any]]:
     return [e for e in sim.kube.events() if e.get("name") == pod_name and e["type"] in types]
+
+
+class RecordingHost:
+    """A host on loopback that a hostile input may point at: it records every request that reaches it (method,
+    path, headers) and answers 404, so a test can show that no credential was sent there."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        host = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                host.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers)})
+                self.send_error(404)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _record
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> RecordingHost:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -737,6 +737,31 @@ def test_requests_without_a_known_credential_get_401(github, authorization):
     assert_matches_contract(response, described=False)
 
 
+def test_a_read_only_token_lists_runners_and_every_write_is_refused_as_github_refuses_it():
+    """A fine-grained token with the runners' read permission only (what a pipeline's preview job holds)."""
+    double = GitHubDouble(read_only_credentials=["github_pat_read_only"]).start()
+    try:
+        scope = "orgs/octo-org"
+        register(double, scope, "runner-1")
+        listed = call(double, "GET", f"/{scope}/actions/runners", credential="github_pat_read_only")
+        assert_matches_contract(listed)
+        assert [r["name"] for r in listed.json()["runners"]] == ["runner-1"]
+        [runner_id] = [r["id"] for r in listed.json()["runners"]]
+        for method, path in (
+            ("POST", f"/{scope}/actions/runners/registration-token"),
+            ("POST", f"/{scope}/actions/runners/generate-jitconfig"),
+            ("DELETE", f"/{scope}/actions/runners/{runner_id}"),
+            ("PUT", f"/{scope}/actions/runners/{runner_id}/labels"),
+        ):
+            refused = call(double, method, path, credential="github_pat_read_only", json={"labels": ["x"]})
+            assert refused.status_code == 403, (method, path)
+            assert refused.json()["message"] == "Resource not accessible by personal access token"
+            assert_matches_contract(refused, described=False)
+        assert [r["id"] for r in double.runners(scope)] == [runner_id]
+    finally:
+        double.stop()
+
+
 @pytest.mark.parametrize("scheme", ["Bearer", "token"])
 def test_both_authorization_schemes_are_accepted(github, scheme):
     headers = {"Authorization": f"{scheme} {CREDENTIAL}"}

@@ -3,8 +3,10 @@ real CLI in this run, one preview per kind of change, then read as a reviewer, a
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+import cmarkgfm
 import jsonschema
 import pytest
 from pulumi.runtime.rpc import UNKNOWN
@@ -19,10 +22,23 @@ from pulumi.runtime.rpc import UNKNOWN
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
-from pulumi_actions_runners.report import build_report
+from pulumi_actions_runners.report import build_report, render
 from tests.conftest import ROOT, quick_simulator
+from tests.helpers import RecordingHost
 
 OLD_IMAGE, NEW_IMAGE = "ghcr.io/actions/actions-runner:2.336.0", "ghcr.io/actions/actions-runner:2.335.0"
+# Labels a pull request's branch may set to forge the report's comment: a mention, a link, an image, raw HTML that
+# hides the rows after it, a cell boundary (also behind a backslash), backticks that would close a code span.
+HOSTILE_LABELS = [
+    "@octo-org/admins",
+    "[approve](https://evil.example/a)",
+    "![i](https://evil.example/i.png)",
+    "<!--",
+    "<img src=x onerror=alert(1)>",
+    "a|b\\|c",
+    "``x`",
+    "www.evil.example",
+]
 # name: (stack, config changed for its preview)
 SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
     "nothing": ("runners", {}),
@@ -36,6 +52,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
     "pool_labels": ("pool", {"labels": "pulumi,gpu"}),
     "pool_scale": ("pool", {"runners": "6"}),
     "group": ("group", {"runnerGroup": "small"}),
+    "hostile": ("pool", {"labels": "pulumi," + ",".join(HOSTILE_LABELS)}),
 }
 
 
@@ -138,6 +155,7 @@ EXPECTED = {  # scenario: (exit code, lines the text report holds)
     "pool_labels": (2, ["RunnerPool pool  relabel 4 runners in place", "4 set-labels"]),
     "pool_scale": (2, ["Runners: 2 runners added.", "RunnerPool pool  scale from 4 to 6", "because: replicas 4 -> 6"]),
     "group": (2, ["Runner runner-0  recreate its runner", "because: runner group large -> small"]),
+    "hostile": (2, ["RunnerPool pool  relabel 4 runners in place"]),
 }
 
 
@@ -255,7 +273,7 @@ def test_live_names_the_busy_runners_among_those_to_be_taken_down_with_one_read_
             recorded.files["pool_token"], "--live", "--format", "json", env={"GITHUB_TOKEN": sim.credential}
         )
         document = json.loads(result.stdout)
-        assert result.returncode == 2 and document["live"] == {"busy": [busy]}
+        assert result.returncode == 2 and document["live"] == {"busy": [busy], "not_looked_up": 0}
         assert "Busy now: " + busy in document["summary"]
         pool = next(r for r in document["resources"] if r["type"] == "RunnerPool")
         assert pool["busy"] == [busy]
@@ -270,13 +288,13 @@ def test_live_names_the_busy_runners_among_those_to_be_taken_down_with_one_read_
         markdown = report(
             recorded.files["pool_token"], "--live", "--format", "markdown", env={"GITHUB_TOKEN": sim.credential}
         )
-        assert f"| {busy} |" in markdown.stdout and "| Busy now |" in markdown.stdout
+        assert f"| `{busy}` |" in markdown.stdout and "| Busy now |" in markdown.stdout
     finally:
         sim.github.finish_job(busy)
     idle = json.loads(
         report(recorded.files["pool_token"], "--live", "--format", "json", env={"GITHUB_TOKEN": sim.credential}).stdout
     )
-    assert idle["live"] == {"busy": []}
+    assert idle["live"] == {"busy": [], "not_looked_up": 0}
     no_credential = report(recorded.files["pool_token"], "--live")
     assert no_credential.returncode == 1 and "GITHUB_TOKEN" in no_credential.stderr
 
@@ -313,6 +331,8 @@ def test_a_fleet_s_writes_and_the_least_time_github_allows_for_them(recorded: Re
         step["oldState"]["outputs"]["runners"] = [template | {"name": f"pool-{i}"} for i in range(size)]
         for state in (step["oldState"]["outputs"], step["oldState"]["inputs"], step["newState"]["inputs"]):
             state |= {"replicas": size, "jit_config": True, "max_unavailable": "10%"}
+        for recorded_by_check in ("spec_hash", "shape_hash"):  # of the inputs before the edit: judged without
+            del step["newState"]["inputs"][recorded_by_check]
         built = build_report(preview).to_json()
         totals = built["totals"]
         assert built["resources"][0]["reasons"] == [f"image {OLD_IMAGE} -> {NEW_IMAGE}"]
@@ -389,3 +409,69 @@ def test_the_real_cli_registers_an_organization_s_runner_in_its_runner_group(rec
     assert runner["runner_group_id"] == recorded.large_group and runner["status"] == "online"
     lookups = recorded.sim.github.calls("GET", r"/orgs/octo-org/actions/runner-groups$")
     assert lookups and all(call["status"] == 200 for call in lookups)
+
+
+def test_live_sends_the_credential_only_to_the_github_hosts_of_the_deployed_state(recorded: Recorded) -> None:
+    """A branch that points github_url at a host of its choosing gets no credential sent there, neither a token
+    nor a GitHub App's JWT; with --github-host, not even a host the deployed state names is contacted unless it is
+    one of those."""
+    sim = recorded.sim
+    app = {"GITHUB_APP_ID": str(sim.app_id), "GITHUB_APP_PRIVATE_KEY": sim.app_private_key}
+    with RecordingHost() as evil:
+        preview = json.loads(recorded.files["pool_token"].read_text())
+        pool = step_of(preview, "pool")
+        pool["newState"]["inputs"]["github_url"] = f"{evil.url}/octo-org/hello-world"
+        for credential in ({"GITHUB_TOKEN": sim.credential}, app):
+            result = report("-", "--live", "--format", "json", stdin=json.dumps(preview), env=credential)
+            document = json.loads(result.stdout)
+            assert result.returncode == 2, result.stderr
+            assert evil.requests == []
+            assert document["live"] == {"busy": [], "not_looked_up": 0}  # the deployed scope was looked up
+            [notice] = [n for n in document["notices"] if evil.url in n]
+            assert "which its deployed state does not name: --live did not contact it" in notice
+
+        # The deployed state itself names the other host: with --github-host it is not contacted either.
+        preview = json.loads(recorded.files["pool_token"].read_text())
+        step_of(preview, "pool")["oldState"]["outputs"]["github_url"] = f"{evil.url}/octo-org/hello-world"
+        limited = ["-", "--live", "--github-host", sim.github.url]
+        result = report(*limited, "--format", "json", stdin=json.dumps(preview), env={"GITHUB_TOKEN": sim.credential})
+        document = json.loads(result.stdout)
+        assert result.returncode == 2 and evil.requests == []
+        assert document["live"]["not_looked_up"] == 4
+        assert any("is not a --github-host" in n for n in document["notices"]), document["notices"]
+        gated = report(*limited, "--fail-on", "busy", stdin=json.dumps(preview), env={"GITHUB_TOKEN": sim.credential})
+        assert gated.returncode == 1 and "could not be looked up" in gated.stderr
+        assert "busy now: not looked up" in gated.stdout
+
+        # Without --github-host the runners' deployed scope is where the credential goes: the check above can fail.
+        report("-", "--live", stdin=json.dumps(preview), env={"GITHUB_TOKEN": sim.credential})
+        assert [r["headers"].get("Authorization") for r in evil.requests] == [f"Bearer {sim.credential}"]
+    bad_host = report(recorded.files["pool_token"], "--live", "--github-host", "ftp://x")
+    assert bad_host.returncode == 1 and "is not a GitHub host" in bad_host.stderr
+
+
+def _outside_code(html_text: str) -> str:
+    return re.sub(r"<code>.*?</code>", "", html_text, flags=re.S)
+
+
+def test_markdown_quotes_every_value_so_that_a_branch_cannot_forge_the_comment(recorded: Recorded) -> None:
+    """Hostile labels (set through the real CLI) and resource names reach the comment as code spans: GitHub's own
+    Markdown (cmark-gfm) makes no link, image, HTML or mention of them, and every row keeps its cells."""
+    preview = json.loads(recorded.files["hostile"].read_text())
+    hostile_name = "pool <!-- @octo-org/admins [x](https://evil.example) ``|"
+    for step in preview["steps"]:
+        step["urn"] = step["urn"].replace("::pool", f"::{hostile_name}")
+    result = report("-", "--format", "markdown", stdin=json.dumps(preview))
+    assert result.returncode == 2, result.stderr
+    marker, body = result.stdout.split("\n", 1)
+    assert marker == render.MARKDOWN_MARKER  # the one HTML comment: the workflow's, found by its first line
+    html_text = cmarkgfm.github_flavored_markdown_to_html(body, options=cmarkgfm.cmark.Options.CMARK_OPT_UNSAFE)
+    assert not re.search(r"<(a|img|script)\b|<!--", html_text), html_text
+    outside = _outside_code(html_text)
+    assert "@" not in outside and "evil.example" not in outside, outside
+    rows = re.findall(r"<tr>(.*?)</tr>", html_text, flags=re.S)
+    assert len(rows) == 2 and all(len(re.findall(r"<t[hd]>", row)) == 3 for row in rows), rows  # head, the pool
+    codes = [html.unescape(code) for code in re.findall(r"<code>(.*?)</code>", html_text, flags=re.S)]
+    assert hostile_name.replace("\\", "\\\\") in codes
+    for label in HOSTILE_LABELS:
+        assert label.replace("\\", "\\\\") in codes, (label, codes)

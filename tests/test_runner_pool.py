@@ -185,7 +185,9 @@ def test_a_just_in_time_pool_rotates_on_a_spec_change_with_one_config_and_one_re
         calls = len(sim.github.calls())
         newer = token_and_pool(sim, None, jit_config=True, image="ghcr.io/actions/actions-runner:2.330.0")
 
-        assert [(s.op, s.reasons) for s in engine.preview(newer)] == [("update", ("image",))]
+        assert [(s.op, set(s.reasons)) for s in engine.preview(newer)] == [
+            ("update", {"image", "spec_hash", "shape_hash"})
+        ]
         engine.up(newer)
 
         rotation = sim.github.calls()[calls:]

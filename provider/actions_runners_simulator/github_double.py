@@ -829,6 +829,7 @@ class GitHubDouble:
         self,
         *,
         credentials: Iterable[str] = ("ghp_simulator",),
+        read_only_credentials: Iterable[str] = (),
         token_lifetime: float = 3600.0,
         rate_limit_per_hour: int = 5000,
         max_concurrent_requests: int = 100,
@@ -840,7 +841,12 @@ class GitHubDouble:
     ) -> None:
         """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
         ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
-        together with the limits."""
+        together with the limits. ``read_only_credentials`` are fine-grained tokens granted the runners' read
+        permission only (organization "Self-hosted runners: read", repository "Administration: read"): GitHub
+        answers their writes 403 "Resource not accessible by personal access token"."""
+        read_only = tuple(read_only_credentials)
+        self._read_only = frozenset(read_only)
+        credentials = (*credentials, *read_only)
         lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
         self._registry = _RunnerRegistry(lock, token_lifetime)
@@ -1040,6 +1046,8 @@ class GitHubDouble:
         if app_answer is not None:
             status, body = app_answer
             return _Reply(status, body | ({"status": str(status)} if status >= 400 else {}))
+        if credential in self._read_only and method not in ("GET", "HEAD"):
+            return _error(403, "Resource not accessible by personal access token", _RUNNER_DOCS)
         grant = self.apps.grant(credential)
         if grant is not None:
             credential = grant.principal

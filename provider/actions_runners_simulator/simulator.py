@@ -17,6 +17,8 @@ from .kube_apiserver import KubeApiServer
 from .runner import SimulatedRunners
 
 CREDENTIAL = "ghp_simulator"
+# A fine-grained token with the runners' read permission only: what a pipeline's preview job holds.
+READ_ONLY_CREDENTIAL = "github_pat_simulator_read_only"
 OWNER, REPOSITORY = "octo-org", "ci"
 APP_ID = 424242  # the simulated GitHub App, installed on the simulated organization
 
@@ -56,6 +58,7 @@ class Simulator:
         ``app_token_lifetime`` seconds."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
+            read_only_credentials=(READ_ONLY_CREDENTIAL,),
             token_lifetime=token_lifetime,
             window_seconds=60.0 / time_scale,
             rate_limit_window_seconds=3600.0 / time_scale,
@@ -76,6 +79,7 @@ class Simulator:
             fault_proxy=fault_proxy,
         )
         self.credential = CREDENTIAL
+        self.read_only_credential = READ_ONLY_CREDENTIAL
         self.namespace = namespaces[0] if namespaces else "actions-runners"
         self._tempdir = None if workdir else tempfile.TemporaryDirectory(prefix="actions-runners-sim-")
         self.workdir = Path(workdir or self._tempdir.name)  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pulumi.output import Unknown
 
 from .. import validation
 from ..clock import SystemClock
@@ -74,6 +75,8 @@ class RunnerPoolProvider(ResourceProvider):
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         inputs, failures = check_runner_inputs(news, POOL_RULES)
+        if not failures:
+            inputs |= _spec_hashes(inputs)
         return CheckResult(inputs, [CheckFailure(p, r) for p, r in failures])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -163,6 +166,16 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, An
         "runners": [_runner_output(spec, r) for r in result.runners],
         "problems": scrub_all(result.problems),
     }
+
+
+def _spec_hashes(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The hashes the pool judges its runners by (PoolSpec.up_to_date, relabels), as inputs: the preview report
+    sees a secret image or pod template only as [secret], but can compare these with each runner's recorded
+    ones. They tell no more than those recorded hashes do already. Unknown while a spec input is."""
+    if any(validation.holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "namespace", "pool_name")):
+        return {"spec_hash": Unknown(), "shape_hash": Unknown()}
+    template = runner_spec(inputs, "", pool=inputs["pool_name"])
+    return {"spec_hash": template.spec_hash, "shape_hash": template.shape_hash}
 
 
 def _converged(olds: dict[str, Any]) -> bool:

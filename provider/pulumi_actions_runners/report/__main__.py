@@ -24,7 +24,10 @@ FORMATS: dict[str, Callable[[Report], str]] = {
 }
 GATES: dict[str, tuple[Callable[[Report], bool], str]] = {
     "recreate": (lambda r: r.recreates, "runners would be recreated or rotated"),
-    "busy": (lambda r: bool(r.busy), "runners it takes down are running jobs now"),
+    "busy": (
+        lambda r: bool(r.busy) or r.not_looked_up > 0,
+        "runners it takes down are running jobs now, or could not be looked up",
+    ),
     "change": (lambda r: bool(r.changes), "runners, pools or tokens would change"),
 }
 
@@ -51,7 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--live",
         action="store_true",
-        help="list the runners to be taken down that are busy now (one GitHub listing per scope)",
+        help="list the runners to be taken down that are busy now (one GitHub listing per scope, only of the "
+        "scopes the deployed state names)",
+    )
+    parser.add_argument(
+        "--github-host",
+        action="append",
+        metavar="HOST",
+        help="with --live: the only GitHub host to send the credential to (repeatable; https://github.com, say); "
+        "default: the hosts the deployed state names",
     )
     parser.add_argument("--fail-on", choices=GATES, action="append", default=[], help="exit 1 when this holds")
     parser.add_argument(
@@ -62,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if "busy" in args.fail_on and not args.live:
         parser.error("--fail-on busy needs --live")
+    if args.github_host and not args.live:
+        parser.error("--github-host goes with --live")
     try:
         text = sys.stdin.read() if args.preview == "-" else Path(args.preview).read_text(encoding="utf-8")
         report = build_report(json.loads(text), parallel=args.parallel)
         if args.live:
-            look_live(report)
+            look_live(report, args.github_host)
     except (OSError, ValueError, PreviewUnreadable, LiveLookFailed) as error:
         print(f"report: {error}", file=sys.stderr)
         return FAILED

@@ -19,6 +19,7 @@ from ..pod_state import ENDED_PHASES
 from ..pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
 from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
 from ..validation import holds_unknown
+from .phrase import Phrase, Value, joined
 
 TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"
 RUNNER, POOL, TOKEN = "Runner", "RunnerPool", "RegistrationToken"
@@ -70,7 +71,8 @@ class ResourceChange:
     action: str  # create, recreate, rotate, scale, relabel, restart, update, renew, delete
     what: str  # the action in words, with counts: "rotate 3 of 3 runners, 1 at a time"
     reasons: list[str]  # why, in words
-    github_url: str | None
+    github_url: str | None  # the scope it registers in once changed (the new inputs', when known)
+    deployed_github_url: str | None = None  # where its runners are registered now (the old state's)
     runners_before: int = 0
     runners_after: int = 0
     recreated: int = 0  # taken down and made again (rotated, replaced)
@@ -98,13 +100,13 @@ def plan_changes(preview: Mapping[str, Any]) -> list[ResourceChange]:
     """Every change the preview makes to a resource of ours, in the preview's order."""
     changes = []
     for step in read_steps(preview):
-        kind = _our_kind(step)
+        kind = our_kind(step)
         if kind is None or step.get("op") in _IGNORED_OPS:
             continue
-        old, new = _state(step, "oldState"), _state(step, "newState")
+        old, new = step_state(step, "oldState"), step_state(step, "newState")
         op = "create" if step["op"] == "import" else step["op"]
         judge = {RUNNER: _runner_change, POOL: _pool_change, TOKEN: _token_change}[kind]
-        changes.append(judge(op, _name(step["urn"]), old, new, step.get("replaceReasons") or []))
+        changes.append(judge(op, resource_name(step["urn"]), old, new, step.get("replaceReasons") or []))
     return sorted(changes, key=_reading_order)
 
 
@@ -115,18 +117,18 @@ def _reading_order(change: ResourceChange) -> tuple[int, str, int]:
     return ((TOKEN, POOL, RUNNER).index(change.kind), *natural)
 
 
-def _our_kind(step: Mapping[str, Any]) -> str | None:
+def our_kind(step: Mapping[str, Any]) -> str | None:
     urn = step.get("urn", "")
     kind = urn.rsplit("::", 2)[-2] if urn.count("::") >= 2 else ""
     kind = kind.rsplit("$", 1)[-1]  # a child's type comes after its parents'
     return kind.removeprefix(TYPE_PREFIX) if kind.startswith(TYPE_PREFIX) else None
 
 
-def _name(urn: str) -> str:
+def resource_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def _state(step: Mapping[str, Any], key: str) -> dict[str, Any]:
+def step_state(step: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A state's properties (its outputs, else its inputs), with the preview's unknowns made Pulumi's own."""
     state = step.get(key) or {}
     props = state.get("outputs") or state.get("inputs") or {}
@@ -152,7 +154,7 @@ def _runner_change(op: str, name: str, old: dict, new: dict, replace_reasons: li
     url = _known(new.get("github_url")) or old.get("github_url")
     jit = stored(new if op != "delete" else old, "jit_config") is True
     registration = old.get("runner_name")
-    change = ResourceChange(RUNNER, name, op, op, [], url)
+    change = ResourceChange(RUNNER, name, op, op, [], url, old.get("github_url"))
     if op == "create":
         change.what, change.runners_after, change.added = "create 1 runner", 1, 1
         change.writes.jit_configs = int(jit)
@@ -195,7 +197,7 @@ def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list
     before, after = len(runners), _known(new.get("replicas"))
     names = [r.get("name") for r in runners if r.get("name")]
     jit = stored(new if op != "delete" else old, "jit_config") is True
-    change = ResourceChange(POOL, name, op, op, [], url, runners_before=before)
+    change = ResourceChange(POOL, name, op, op, [], url, old.get("github_url"), runners_before=before)
     count = before if after is None else int(after)  # replicas not known yet: as many as now
     if op == "create":
         change.what, change.runners_after, change.added = f"create {runners_phrase(count)}", count, count
@@ -245,15 +247,20 @@ def _pool_update(
     max_unavailable = _max_unavailable(new.get("max_unavailable"), replicas)
     change.out_of_service_at_most = min(len(rotated), max_unavailable) + len(removed_in_service)
     changed = judge.changed_fields
-    stale = [r for r in rotated if not changed]  # out of date though no input changed: an update cut short
+    hidden_change = judge.hidden_change([r for r in kept if r not in ended])
+    # out of date though no input changed: an update cut short
+    stale = [r for r in rotated if not changed] if hidden_change is None else []
     change.reasons = (
         [_why(k, old, new) for k in changed]
+        + ([hidden_change] if hidden_change else [])
         + ([f"replicas {before} -> {replicas}"] if replicas != before else [])
         + ([f"{runners_phrase(len(stale))} out of date: an earlier update did not finish"] if stale else [])
         + ([f"{runners_phrase(len(ended))} ended after their job (seen by refresh)"] if ended else [])
         + _settings_changed(old, new, ("max_unavailable",))
     ) or [HIDDEN_CHANGE]
     change.what = _pool_what(change, before, max_unavailable)
+    if judge.uncertain and change.recreated:
+        change.what = "may " + change.what
     change.action = _pool_action(change)
     change.at_risk = [r["name"] for r in (*rotated, *removed_in_service) if r.get("name")]
     change.writes = GitHubWrites(
@@ -265,29 +272,62 @@ def _pool_update(
 
 
 class _RunnerJudge:
-    """Whether a pool's runner is up to date or can be relabelled, by the provider's own rules (PoolSpec) on
-    the spec the new inputs make; while a field of that spec is not known, by which inputs differ."""
+    """Whether a pool's runner is up to date or can be relabelled, by the provider's own rules (PoolSpec): on the
+    hashes its Check records in the new inputs (they see through secrets), else on the spec the new inputs make,
+    else by which inputs differ. A spec input hidden as a secret that no hash judges may have changed: then the
+    judge is ``uncertain``, and every runner in service counts as rotated, the worst that can happen."""
 
     def __init__(self, old: dict, new: dict) -> None:
-        self.changed_fields = [k for k in ("token_hash", *SPEC_FIELDS) if input_differs(old, new, k)]
         self._old = old
+        self.hidden = [k for k in SPEC_FIELDS if _holds_secret(stored(old, k)) or _holds_secret(new.get(k))]
+        self.changed_fields = [
+            k for k in ("token_hash", *SPEC_FIELDS) if k not in self.hidden and input_differs(old, new, k)
+        ]
+        hashes = (new.get("token_hash"), new.get("spec_hash"), new.get("shape_hash"))
+        recorded = all(isinstance(h, str) and h != SECRET for h in hashes[1:])
+        # A token not known yet (being renewed) matches no runner's: all are out of date, as the provider finds.
+        self._hashes = hashes if recorded and isinstance(hashes[0], str | Unknown) else None
         self._spec = None
-        if not any(_hidden(new.get(k)) for k in (*SPEC_FIELDS, "pool_name")):
+        if (
+            self._hashes is None
+            and not self.hidden
+            and not any(_hidden(new.get(k)) for k in (*SPEC_FIELDS, "pool_name"))
+        ):
             try:
                 self._spec = PoolSpec(new["pool_name"], runner_spec(new, "", pool=new["pool_name"]), 0, 1, None)
             except (KeyError, TypeError, ValueError):
                 self._spec = None
+        self.uncertain = bool(self.hidden) and self._hashes is None
 
     def up_to_date(self, runner: dict) -> bool:
+        if self._hashes is not None:
+            return (runner.get("token_hash"), runner.get("spec_hash")) == self._hashes[:2]
         if self._spec is not None:
             return self._spec.up_to_date(PoolRunner.of_output(runner))
         hashes = (runner.get("token_hash"), runner.get("spec_hash"))
-        return not self.changed_fields and hashes == (self._old.get("token_hash"), self._old.get("spec_hash"))
+        unchanged = not self.changed_fields and not self.uncertain
+        return unchanged and hashes == (self._old.get("token_hash"), self._old.get("spec_hash"))
 
     def relabels(self, runner: dict) -> bool:
+        if self._hashes is not None:
+            return (runner.get("token_hash"), runner.get("shape_hash")) == (self._hashes[0], self._hashes[2])
         if self._spec is not None:
             return self._spec.relabels(PoolRunner.of_output(runner))
-        return self.changed_fields == ["labels"] and bool(runner.get("shape_hash"))
+        return self.changed_fields == ["labels"] and not self.uncertain and bool(runner.get("shape_hash"))
+
+    def hidden_change(self, runners: list[dict]) -> str | None:
+        """Why runners change that no visible input explains: a hidden one changed, or may have."""
+        names = joined(", ", map(Value, self.hidden))
+        if self.uncertain:
+            return Phrase(
+                "a hidden input changed or cannot be compared (", names, ": the preview hides it as a secret)"
+            )
+        explained = any(k not in ("token_hash", "labels") for k in self.changed_fields)
+        if not self.hidden or explained or self._hashes is None:
+            return None
+        if all(r.get("shape_hash") == self._hashes[2] for r in runners):
+            return None
+        return Phrase("a hidden input changed (", names, ": the preview hides it as a secret)")
 
 
 def _pool_what(change: ResourceChange, before: int, max_unavailable: int) -> str:
@@ -325,7 +365,7 @@ def _max_unavailable(value: Any, replicas: int) -> int:
 
 def _token_change(op: str, name: str, old: dict, new: dict, replace_reasons: list[str]) -> ResourceChange:
     url = _known(new.get("github_url")) or old.get("github_url")
-    change = ResourceChange(TOKEN, name, op, op, [], url)
+    change = ResourceChange(TOKEN, name, op, op, [], url, old.get("github_url"))
     if op == "create":
         change.what = "create a registration token"
         change.writes.tokens = 1
@@ -335,7 +375,7 @@ def _token_change(op: str, name: str, old: dict, new: dict, replace_reasons: lis
         change.action, change.what = "renew", "renew the registration token"
         expires = old.get("expires_at")
         change.reasons = [
-            f"it expires at {expires}, within refresh_before_seconds"
+            Phrase("it expires at ", Value(expires), ", within ", Value("refresh_before_seconds"))
             if key == "expires_at" and expires
             else _why(key, old, new)
             for key in replace_reasons
@@ -352,46 +392,55 @@ def _why(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     before, after = stored(old, key), new.get(key)
     if key in ("token_hash", "registration_token", "registration_token_expires_at"):
         return "registration token renewed" if isinstance(after, Unknown) else "registration token changed"
+    if _holds_secret(before) or _holds_secret(after):
+        return Phrase(Value(key), " changed (the preview hides its value as a secret)")
     if key == "pod_phase":
-        return f"its pod is {str(old.get('pod_phase')).lower()} (seen by refresh)"
+        return Phrase("its pod is ", Value(str(old.get("pod_phase")).lower()), " (seen by refresh)")
     if key == "pod_template":
         return "pod template changed"
     if key == "labels":
-        return f"labels {_labels(before)} -> {_labels(after)}"
+        return Phrase("labels ", _labels(before), " -> ", _labels(after))
     if key == "runner_group":
-        return f"runner group {before or 'Default'} -> {_value(after) or 'Default'}"
+        return Phrase("runner group ", _value(before, "Default"), " -> ", _value(after, "Default"))
     if key in ("docker", "jit_config", "ephemeral"):
         word = {"docker": "Docker", "jit_config": "just-in-time configs", "ephemeral": "ephemeral runners"}[key]
         return (
             f"{word} turned {'on' if after else 'off'}" if not isinstance(after, Unknown) else f"{word}: not known yet"
         )
-    return f"{key} {_value(before)} -> {_value(after)}"
+    return Phrase(Value(key), " ", _value(before), " -> ", _value(after))
 
 
 def _settings_changed(old: Mapping[str, Any], new: Mapping[str, Any], extra: tuple[str, ...] = ()) -> list[str]:
     keys = [k for k in (*extra, *SETTINGS) if k in new and input_differs(old, new, k)]
-    return [f"{k} changed" if _secret(old.get(k)) or _secret(new.get(k)) else _why(k, old, new) for k in keys]
+    return [
+        f"{k} changed" if _holds_secret(old.get(k)) or _holds_secret(new.get(k)) else _why(k, old, new) for k in keys
+    ]
 
 
-def _secret(value: Any) -> bool:
-    return value == "[secret]"
-
-
-def _value(value: Any) -> str:
+def _value(value: Any, none: str = "(none)") -> str:
     if isinstance(value, Unknown) or holds_unknown(value):
         return "(known after the token or another resource is made)"
-    return "(none)" if value is None else str(value)
+    return none if value is None or value == "" else Value(value)
 
 
 def _labels(value: Any) -> str:
     if not isinstance(value, list) or holds_unknown(value):
         return _value(value)
-    return ", ".join(map(str, value)) or "(none)"
+    return joined(", ", map(Value, map(str, value))) if value else "(none)"
 
 
 def _hidden(value: Any) -> bool:
     """Not to be judged: not known yet, or hidden as a secret."""
-    return holds_unknown(value) or value == SECRET
+    return holds_unknown(value) or _holds_secret(value)
+
+
+def _holds_secret(value: Any) -> bool:
+    """The preview hides it, or a part of it (a pod template's containers, say), as a secret."""
+    if isinstance(value, dict):
+        return any(map(_holds_secret, value.values()))
+    if isinstance(value, list):
+        return any(map(_holds_secret, value))
+    return value == SECRET
 
 
 def _known(value: Any) -> Any:

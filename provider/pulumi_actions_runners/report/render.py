@@ -1,7 +1,15 @@
-"""The report as plain text (a terminal, a CI log) and as Markdown (a pull request comment)."""
+"""The report as plain text (a terminal, a CI log) and as Markdown (a pull request comment).
+
+In Markdown every value from the preview is a code span (see phrase.py), the one place where GitHub makes no link,
+mention, image or HTML of it; our own words are escaped as text.
+"""
 
 from __future__ import annotations
 
+import html
+import re
+
+from .phrase import Phrase, Value, joined
 from .plan import ResourceChange
 from .summary import Report, Totals
 
@@ -19,7 +27,10 @@ def text(report: Report) -> str:
                 lines.append(f"  {'':<{width}}    because: {reason}")
             if change.busy:
                 lines.append(f"  {'':<{width}}    busy now: {', '.join(change.busy)}")
+            elif report.live and change.busy is None:
+                lines.append(f"  {'':<{width}}    busy now: not looked up")
         lines.append(f"  GitHub: {_github(report.totals)}")
+    lines += [f"  note: {notice}" for notice in report.notices]
     return "\n".join(lines) + "\n"
 
 
@@ -33,12 +44,24 @@ def markdown(report: Report) -> str:
             "|---|---|---" + ("|---|" if busy else "|"),
         ]
         for change in report.changes:
-            row = [f"{change.kind} `{change.name}`", change.what, "; ".join(change.reasons) or "-"]
+            row = [
+                Phrase(change.kind, " ", Value(change.name)),
+                change.what,
+                joined("; ", change.reasons) if change.reasons else "-",
+            ]
             if busy:
-                row.append(", ".join(change.busy or ()) or "-")
+                row.append(_busy_cell(change))
             lines.append("| " + " | ".join(_cell(cell) for cell in row) + " |")
         lines += ["", f"GitHub: {_cell(_github(report.totals))}"]
+    if report.notices:
+        lines += ["", *(f"- **Note:** {_cell(notice)}" for notice in report.notices)]
     return "\n".join(lines) + "\n"
+
+
+def _busy_cell(change: ResourceChange) -> str:
+    if change.busy is None:
+        return "not looked up"
+    return joined(", ", map(Value, change.busy)) if change.busy else "-"
 
 
 def _resource(change: ResourceChange) -> str:
@@ -74,5 +97,25 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
-def _cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ")
+def _cell(text: str) -> str:
+    """Markdown for a table cell (or the summary line): values as code spans, our words escaped."""
+    parts = text.parts if isinstance(text, Phrase) else (text,)
+    return "".join(_code(part) if isinstance(part, Value) else _words(part) for part in parts)
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
+
+
+def _words(text: str) -> str:
+    """Our own words as literal text: no emphasis, link, HTML or cell boundary can start in them."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(text.replace("\n", " "), quote=False))
+
+
+def _code(value: str) -> str:
+    """A code span no value can close: a fence longer than any run of backticks in it. Inside one, GitHub reads
+    no Markdown and no HTML; only the table's cell boundary needs its escape, ``\\|``, and a backslash before it
+    would undo that, so backslashes are doubled (shown doubled: code spans show every character)."""
+    text = re.sub(r"\s", " ", value).replace("\\", "\\\\").replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

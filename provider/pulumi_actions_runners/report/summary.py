@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..github_budget import GITHUB_WINDOW_SECONDS, content_creating_seconds, endpoint_writes_seconds
+from .phrase import Phrase, Value, joined
 from .plan import RUNNER, TOKEN, GitHubWrites, ResourceChange, plan_changes, runners_phrase
+from .upcoming import renewals_due
 
 SCHEMA = "pulumi-actions-runners/preview-report"
 SCHEMA_VERSION = 1
@@ -34,6 +37,7 @@ class Report:
     changes: list[ResourceChange]
     parallel: int | None  # `pulumi up --parallel`, if the reader gave it: bounds the lone Runners replaced at once
     live: bool = False  # whether ``busy`` was looked up
+    notices: list[str] = field(default_factory=list)  # what a reviewer should know beyond the changes
 
     @property
     def totals(self) -> Totals:
@@ -67,6 +71,11 @@ class Report:
     def busy(self) -> list[str]:
         return sorted({name for c in self.changes for name in c.busy or ()})
 
+    @property
+    def not_looked_up(self) -> int:
+        """With a live look, how many runners it takes down it could not look up (see the notices)."""
+        return sum(len(c.at_risk) for c in self.changes if self.live and c.busy is None)
+
     def summary(self) -> str:
         """One line: what happens to CI capacity."""
         if not self.changes:
@@ -89,14 +98,22 @@ class Report:
                 f"{totals.tokens_renewed} registration token{'s' if totals.tokens_renewed > 1 else ''} renewed"
             )
         line = "; ".join(parts) or "settings only: no runner is touched"
-        if self.live:
-            busy = self.busy
-            line += (
-                f". Busy now: {', '.join(busy)} (their jobs are waited for, never killed)"
+        if not self.live:
+            return line + "."
+        busy, unknown = self.busy, self.not_looked_up
+        return Phrase(
+            line,
+            *(
+                (". Busy now: ", joined(", ", map(Value, busy)), " (their jobs are waited for, never killed)")
                 if busy
-                else ". None of the runners it takes down is busy now"
-            )
-        return line + "."
+                else (
+                    ". None of the runners it looked up is busy now"
+                    if unknown
+                    else ". None of the runners it takes down is busy now",
+                )
+            ),
+            f"; {runners_phrase(unknown)} not looked up (see the notes)." if unknown else ".",
+        )
 
     def to_json(self) -> dict[str, Any]:
         """For bots: a field is renamed, removed or changes meaning only with a new ``version``; schema.json
@@ -121,7 +138,8 @@ class Report:
                 "github_writes": _writes_json(totals.writes),
                 "shortest_seconds": totals.shortest_seconds,
             },
-            "live": {"busy": self.busy} if self.live else None,
+            "live": {"busy": self.busy, "not_looked_up": self.not_looked_up} if self.live else None,
+            "notices": list(self.notices),
             "resources": [
                 {
                     "type": c.kind,
@@ -149,11 +167,12 @@ class Report:
         return json.dumps(self.to_json(), indent=2)
 
 
-def build_report(preview: Mapping[str, Any] | str, *, parallel: int | None = None) -> Report:
+def build_report(preview: Mapping[str, Any] | str, *, parallel: int | None = None, now: float | None = None) -> Report:
     """The report of `pulumi preview --json`'s output (parsed, or its text): for the Automation API and bots.
-    PreviewUnreadable if it is not such output, or the preview failed."""
+    ``now`` (the clock's, unless given) judges which registration tokens fall due soon. PreviewUnreadable if it
+    is not such output, or the preview failed."""
     parsed = json.loads(preview) if isinstance(preview, str) else preview
-    return Report(plan_changes(parsed), parallel)
+    return Report(plan_changes(parsed), parallel, notices=renewals_due(parsed, time.time() if now is None else now))
 
 
 def _writes_json(writes: GitHubWrites) -> dict[str, int]:
