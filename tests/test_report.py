@@ -475,3 +475,48 @@ def test_markdown_quotes_every_value_so_that_a_branch_cannot_forge_the_comment(r
     assert hostile_name.replace("\\", "\\\\") in codes
     for label in HOSTILE_LABELS:
         assert label.replace("\\", "\\\\") in codes, (label, codes)
+
+
+def test_what_cannot_show_is_written_out_and_cannot_start_a_line_of_its_own(recorded: Recorded) -> None:
+    """A value's newline would start a line that a CI log reads as a workflow command; a bidirectional override
+    or a zero-width mark would make a name read as another. Each is written out, in every form and in errors."""
+    preview = json.loads(recorded.files["hostile"].read_text())
+    step_of(preview, "pool")["newState"]["inputs"]["labels"] += [
+        "x\n::error title=Approved::merge it",
+        "a\u202eb\u200b",
+    ]
+    for form in ("text", "markdown"):
+        output = report("-", "--format", form, stdin=json.dumps(preview)).stdout
+        assert not any(line.startswith("::") for line in output.splitlines()), output
+        assert "a[U+202E]b[U+200B]" in output
+        assert ("[U+000A]::error" if form == "text" else "x ::error") in output  # a code span is one line
+    failed = report(stdin=json.dumps({"diagnostics": [{"severity": "error", "message": "boom\n::add-mask::x"}]}))
+    assert failed.returncode == 1 and len(failed.stderr.splitlines()) == 1, failed.stderr
+
+
+def test_a_lone_runner_s_hidden_labels_may_be_relabelled(recorded: Recorded) -> None:
+    preview = json.loads(recorded.files["labels"].read_text())
+    runner = step_of(preview, "runner-0")
+    runner["oldState"]["outputs"]["labels"] = runner["newState"]["inputs"]["labels"] = "[secret]"
+    preview["steps"] = [runner]
+    [change] = build_report(preview).changes
+    assert (change.action, change.what, change.writes.relabels) == ("relabel", "may relabel its runner in place", 1)
+    assert change.reasons == ["labels changed (the preview hides its value as a secret)"]
+
+
+def test_live_lists_at_most_twenty_scopes_however_many_a_preview_names(recorded: Recorded) -> None:
+    sim = recorded.sim
+    preview = json.loads(recorded.files["pool_token"].read_text())
+    pool = step_of(preview, "pool")
+    preview["steps"] = []
+    for index in range(25):  # 25 pools, each in a repository of its own on the simulator's host
+        step = json.loads(json.dumps(pool))
+        step["urn"] += f"-{index}"
+        step["oldState"]["outputs"]["github_url"] = f"{sim.github.url}/octo-org/repo-{index}"
+        preview["steps"].append(step)
+    calls = len(sim.github.calls())
+    result = report("-", "--live", "--format", "json", stdin=json.dumps(preview), env={"GITHUB_TOKEN": sim.credential})
+    document = json.loads(result.stdout)
+    listed = {c["path"] for c in sim.github.calls()[calls:]}
+    assert len(listed) == 20 and document["live"]["not_looked_up"] == 5 * 4, listed
+    assert sum("a look lists at most 20 GitHub scopes" in n for n in document["notices"]) == 5

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import PreviewUnreadable, Report, build_report, look_live, render
 from .live import LiveLookFailed
+from .phrase import shown
 
 NO_CHANGE, FAILED, CHANGES = 0, 1, 2
 FORMATS: dict[str, Callable[[Report], str]] = {
@@ -81,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.live:
             look_live(report, args.github_host)
     except (OSError, ValueError, PreviewUnreadable, LiveLookFailed) as error:
-        print(f"report: {error}", file=sys.stderr)
+        _say(f"report: {error}")
         return FAILED
-    except (KeyError, TypeError, AttributeError) as error:  # JSON, but not shaped as a preview's
-        print(f"report: this is not the output of `pulumi preview --json` ({error!r} is amiss)", file=sys.stderr)
+    except (KeyError, TypeError, AttributeError, IndexError) as error:  # JSON, but not shaped as a preview's
+        _say(f"report: this is not the output of `pulumi preview --json` ({error!r} is amiss)")
         return FAILED
     sys.stdout.write(FORMATS[args.format](report))
     failed = [GATES[gate][1] for gate in args.fail_on if GATES[gate][0](report)]
@@ -93,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         return FAILED
     return CHANGES if report.changes else NO_CHANGE
+
+
+def _say(message: str) -> None:
+    """One line on stderr: a preview's error text (a branch's program writes it) cannot start a line of its own,
+    which a CI log would read as a workflow command."""
+    print(shown(" | ".join(message.splitlines())), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ from .phrase import Phrase, Value
 from .plan import ResourceChange
 from .summary import Report
 
+# The most scopes one look lists: a preview a branch wrote may name thousands, to spend the token's budget.
+MAX_SCOPES = 20
+
 
 class LiveLookFailed(Exception):
     pass
@@ -48,6 +51,9 @@ def look_live(report: Report, github_hosts: Sequence[str] | None = None) -> Repo
         if not change.at_risk:
             change.busy = []
         elif (scope := _scope_to_list(report, change, allowed)) is not None:
+            if scope not in by_scope and len(by_scope) == MAX_SCOPES:
+                report.notices.append(_not_looked_up(change, f"a look lists at most {MAX_SCOPES} GitHub scopes"))
+                continue
             scopes[index] = scope
             by_scope[scope].update(change.at_risk)
     busy: set[str] = set()

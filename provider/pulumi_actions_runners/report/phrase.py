@@ -8,7 +8,12 @@ which of its parts are ``Value``s, which ``render.markdown`` sets as code spans 
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
+
+# Characters that do not show, or change what is around them: controls (a newline would start a line that a CI log
+# reads as a workflow command), bidirectional overrides and zero-width marks, line and paragraph separators.
+_UNSHOWN = {"Cc", "Cf", "Zl", "Zp"}
 
 
 class Value(str):
@@ -33,3 +38,8 @@ def joined(separator: str, items: Iterable[str]) -> Phrase:
     for index, item in enumerate(items):
         parts += [separator, item] if index else [item]
     return Phrase(*parts)
+
+
+def shown(text: str) -> str:
+    """The text with each character that would not show as itself written out, as [U+202E]."""
+    return "".join(f"[U+{ord(c):04X}]" if unicodedata.category(c) in _UNSHOWN else c for c in text)

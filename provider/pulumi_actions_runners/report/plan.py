@@ -84,6 +84,7 @@ class ResourceChange:
     at_risk: list[str] = field(default_factory=list)  # registration names of runners the change takes down
     writes: GitHubWrites = field(default_factory=GitHubWrites)
     busy: list[str] | None = None  # filled by a live look: those of ``at_risk`` that run a job now
+    uncertain: bool = False  # ``recreated`` is the worst that can happen: a hidden input cannot be compared
 
 
 def read_steps(preview: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -177,7 +178,11 @@ def _runner_change(op: str, name: str, old: dict, new: dict, replace_reasons: li
             change.out_of_service_at_most = 1
     else:  # update
         change.runners_before = change.runners_after = 1
-        if input_differs(old, new, "labels"):
+        if _holds_secret(stored(old, "labels")) or _holds_secret(new.get("labels")):  # the worst an update does
+            change.action, change.what, change.relabelled = "relabel", "may relabel its runner in place", 1
+            change.reasons = [_why("labels", old, new)]
+            change.writes.relabels = 1
+        elif input_differs(old, new, "labels"):
             change.action, change.what, change.relabelled = "relabel", "relabel its runner in place", 1
             change.reasons = [_why("labels", old, new)]
             change.writes.relabels = 1
@@ -260,7 +265,7 @@ def _pool_update(
     ) or [HIDDEN_CHANGE]
     change.what = _pool_what(change, before, max_unavailable)
     if judge.uncertain and change.recreated:
-        change.what = "may " + change.what
+        change.what, change.uncertain = "may " + change.what, True
     change.action = _pool_action(change)
     change.at_risk = [r["name"] for r in (*rotated, *removed_in_service) if r.get("name")]
     change.writes = GitHubWrites(
@@ -322,10 +327,14 @@ class _RunnerJudge:
             return Phrase(
                 "a hidden input changed or cannot be compared (", names, ": the preview hides it as a secret)"
             )
-        explained = any(k not in ("token_hash", "labels") for k in self.changed_fields)
-        if not self.hidden or explained or self._hashes is None:
+        if not self.hidden or self._hashes is None:
             return None
-        if all(r.get("shape_hash") == self._hashes[2] for r in runners):
+        _, spec_hash, shape_hash = self._hashes
+        changed = [r for r in runners if r.get("spec_hash") != spec_hash]
+        visible = [k for k in self.changed_fields if k != "token_hash"]
+        reshaped = any(r.get("shape_hash") != shape_hash for r in changed)
+        explained = any(k != "labels" for k in visible) if reshaped else "labels" in visible
+        if not changed or explained:
             return None
         return Phrase("a hidden input changed (", names, ": the preview hides it as a secret)")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from .phrase import Phrase, Value, joined
+from .phrase import Phrase, Value, joined, shown
 from .plan import ResourceChange
 from .summary import Report, Totals
 
@@ -31,7 +31,7 @@ def text(report: Report) -> str:
                 lines.append(f"  {'':<{width}}    busy now: not looked up")
         lines.append(f"  GitHub: {_github(report.totals)}")
     lines += [f"  note: {notice}" for notice in report.notices]
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(shown, lines)) + "\n"  # a value's newline cannot start a line of its own
 
 
 def markdown(report: Report) -> str:
@@ -108,14 +108,14 @@ _MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]|~])")
 
 def _words(text: str) -> str:
     """Our own words as literal text: no emphasis, link, HTML or cell boundary can start in them."""
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(text.replace("\n", " "), quote=False))
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(shown(text.replace("\n", " ")), quote=False))
 
 
 def _code(value: str) -> str:
     """A code span no value can close: a fence longer than any run of backticks in it. Inside one, GitHub reads
     no Markdown and no HTML; only the table's cell boundary needs its escape, ``\\|``, and a backslash before it
     would undo that, so backslashes are doubled (shown doubled: code spans show every character)."""
-    text = re.sub(r"\s", " ", value).replace("\\", "\\\\").replace("|", "\\|")
+    text = shown(re.sub(r"[\t\n\r]", " ", value)).replace("\\", "\\\\").replace("|", "\\|")
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
     return f"{fence}{pad}{text}{pad}{fence}"

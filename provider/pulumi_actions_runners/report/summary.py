@@ -84,7 +84,10 @@ class Report:
         parts = []
         if totals.recreated:
             at_once = totals.out_of_service_at_most
-            parts.append(f"{runners_phrase(totals.recreated)} recreated, at most {at_once} out of service at once")
+            up_to = "up to " if any(c.uncertain for c in self.changes) else ""
+            parts.append(
+                f"{up_to}{runners_phrase(totals.recreated)} recreated, at most {at_once} out of service at once"
+            )
         for count, words in (
             (totals.relabelled, "relabelled in place"),
             (totals.added, "added"),
