@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from actions_runners_simulator.engine import MiniEngine
+from actions_runners_simulator.github_double import LISTING_ORDERS
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.tools import tool_dirs
@@ -45,9 +46,14 @@ def quick_simulator(kube_api_server: KubeApiServer, **overrides: Any) -> Simulat
 
 
 @pytest.fixture
-def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
-    with quick_simulator(kube_api_server) as simulator:
+def sim(kube_api_server: KubeApiServer, request: pytest.FixtureRequest) -> Iterator[Simulator]:
+    """Parametrized indirectly (``LISTED_IN_EVERY_ORDER``), a test runs once per order GitHub might list runners in."""
+    with quick_simulator(kube_api_server, listing_order=getattr(request, "param", "id")) as simulator:
         yield simulator
+
+
+# For tests whose waits read runner listings: GitHub documents no order for them (see LISTING_ORDERS).
+LISTED_IN_EVERY_ORDER = pytest.mark.parametrize("sim", LISTING_ORDERS, indirect=True)
 
 
 @pytest.fixture

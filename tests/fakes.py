@@ -13,8 +13,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from pulumi_actions_runners.github_client import RemoveOutcome
+from pulumi_actions_runners.kube_client import SecretMetadata
+from pulumi_actions_runners.manifests import MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, RUNNER_LABEL
 
-OUR_LABEL = "pulumi-owner-00000000000000aa"  # what the runners under test were made with
+OUR_OWNER = "00000000000000aa"
+OUR_LABEL = f"pulumi-owner-{OUR_OWNER}"  # what the runners under test were made with
 
 
 @dataclass
@@ -94,10 +97,13 @@ class FakePods:
         self.terminating_for = terminating_for
         self.force_works = True
         self.pods: dict[str, dict[str, Any]] = {}
-        self.secrets: set[str] = set()
+        self.secrets: dict[str, dict[str, str]] = {}  # labels by name
 
     def add(self, name: str, phase: str = "Running") -> None:
+        """A runner's pod, and its Secret as the provider makes it."""
         self.pods[name] = {"phase": phase, "gone_at": None}
+        labels = {MANAGED_BY_LABEL: MANAGED_BY, RUNNER_LABEL: name, OWNER_LABEL: OUR_OWNER}
+        self.secrets[f"{name}-registration"] = labels
 
     def read_pod(self, namespace: str, name: str) -> Any:
         pod = self.pods.get(name)
@@ -119,6 +125,11 @@ class FakePods:
         elif pod is not None and pod["gone_at"] is None:
             pod["gone_at"] = self.clock.now + (0 if pod["phase"] != "Running" else self.terminating_for)
 
-    def delete_secret(self, namespace: str, name: str) -> None:
+    def read_secret_metadata(self, namespace: str, name: str) -> SecretMetadata | None:
+        labels = self.secrets.get(name)
+        return None if labels is None else SecretMetadata(name, f"uid-{name}", "1", labels)
+
+    def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool:
         self.journal.append(f"delete secret {name}")
-        self.secrets.discard(name)
+        self.secrets.pop(name, None)
+        return True

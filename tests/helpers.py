@@ -6,14 +6,17 @@ import base64
 import hashlib
 import http.server
 import threading
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from kubernetes import client, config
 
-from actions_runners_simulator.engine import MiniEngine
+from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners.github_client import GitHubClient
 from pulumi_actions_runners.github_url import parse_github_url
+from tests.conftest import wait_until
 
 NAMESPACE = "actions-runners"
 
@@ -95,3 +98,21 @@ class RecordingHost:
     def __exit__(self, *_exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def up_killed_when(
+    engine: MiniEngine, program: Callable[[], None], condition: Callable[[], object], what: str, timeout: float = 10.0
+) -> None:
+    """`up` whose provider is SIGKILLed once ``condition`` holds, as when the CI job running `pulumi up` is
+    cancelled: the calls under way fail, and the engine keeps the state it had."""
+    provider = engine.new_provider_process()
+
+    def kill() -> None:
+        wait_until(condition, what, timeout)
+        provider.kill()
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    with pytest.raises(DeploymentFailed):
+        engine.up(program)
+    killer.join()

@@ -432,12 +432,8 @@ def test_generate_jitconfig_creates_an_offline_ephemeral_registration(github, sc
         "busy": False,
         "ephemeral": True,
         "runner_group_id": 1,
-        "labels": [
-            {"id": 1, "name": "self-hosted", "type": "read-only"},
-            {"id": 2, "name": "Linux", "type": "read-only"},
-            {"id": 3, "name": "X64", "type": "read-only"},
-            {"id": 4, "name": "gpu", "type": "custom"},
-        ],
+        # Only what generate-jitconfig was given: no defaults added (see _RunnerRegistry._labels).
+        "labels": [{"id": 1, "name": "self-hosted", "type": "custom"}, {"id": 4, "name": "gpu", "type": "custom"}],
     }
     config = response.json()["encoded_jit_config"]
     assert response.json() == {"runner": runner, "encoded_jit_config": config}
@@ -530,7 +526,7 @@ def test_generate_jitconfig_answers_an_invalid_body_with_422(github, amend, prob
 def test_generate_jitconfig_takes_up_to_100_labels_but_needs_json_and_a_known_runner_group(github):
     hundred = generate_jitconfig(github, "orgs/octo", "many", labels=[f"label-{n}" for n in range(100)])
     assert hundred.status_code == 201
-    assert len(hundred.json()["runner"]["labels"]) == 103
+    assert len(hundred.json()["runner"]["labels"]) == 100, "no defaults added to a just-in-time runner"
     path = "/orgs/octo/actions/runners/generate-jitconfig"
     unparsable = call(github, "POST", path, data="{name")
     assert (unparsable.status_code, unparsable.json()["message"]) == (400, "Problems parsing JSON")
@@ -1301,3 +1297,17 @@ def test_runner_groups_are_listed_by_page_and_decide_where_a_runner_registers(gi
     made = call(github, "POST", f"/{scope}/actions/runners/generate-jitconfig", json=body)
     assert made.status_code == 201 and made.json()["runner"]["runner_group_id"] == groups[2]
     assert_matches_contract(made)
+
+
+def test_a_just_in_time_runner_has_exactly_the_labels_it_was_given_and_a_labels_put_replaces_them_all(github) -> None:
+    """config.sh adds the read-only defaults (self-hosted, the OS, the architecture); generate-jitconfig registers
+    the labels it is given, all custom, so a PUT of the labels replaces every one of them."""
+    double, scope = github, "repos/octo/app"
+    runner_id, _config = jit_runner(double, scope, "jit-0")
+    labels = call(double, "GET", f"/{scope}/actions/runners/{runner_id}/labels").json()["labels"]
+    assert [(label["name"], label["type"]) for label in labels] == [("self-hosted", "custom"), ("gpu", "custom")]
+
+    call(double, "PUT", f"/{scope}/actions/runners/{runner_id}/labels", json={"labels": ["large"]})
+
+    labels = call(double, "GET", f"/{scope}/actions/runners/{runner_id}/labels").json()["labels"]
+    assert [label["name"] for label in labels] == ["large"], "self-hosted went with the other custom labels"

@@ -1,20 +1,30 @@
 """The simulator's Kubernetes: a real API server, the kubelet stand-in that runs its pods, and the fault proxy.
 
 What the API server does (validation, defaults, graceful deletion's two steps) is its own; these tests pin what
-the stand-in adds, as a kubelet would, and that the provider's own paths through it hold.
+the stand-in adds, as a kubelet would, that the provider's own paths through it hold, and that the provider's
+identity reaches pods and Secrets only in a runners' namespace (as the README's RBAC table says).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
+from actions_runners_simulator.kube_apiserver import (
+    NAMESPACE_RULES,
+    PROVIDER_USER,
+    RUNNER_NAMESPACE_RULES,
+    SYSTEM_NAMESPACES,
+)
 from actions_runners_simulator.runner import INPUT, SimulatedRunners
 from actions_runners_simulator.simulator import Simulator
-from pulumi_actions_runners.kube_client import KubeClient, PodRejected
+from pulumi_actions_runners.kube_client import MERGE_PATCH, KubeClient, PodRejected
 from tests.conftest import ROOT, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token
@@ -203,3 +213,157 @@ def test_the_provider_s_dry_run_meets_the_api_server_s_own_validation(sim: Simul
         kube.validate_pod(manifest)
     assert refusal in str(refused.value), refused.value
     assert sim.kube.pods(NAMESPACE) == []
+
+
+# --- RBAC: the provider's identity reaches pods and Secrets in a runners' namespace only ----------------------
+
+
+@pytest.fixture
+def provider_api(sim: Simulator) -> Iterator[client.ApiClient]:
+    """The API as the provider and programs reach it: sim.kubeconfig's identity, through the fault proxy."""
+    with config.new_client_from_config(config_file=str(sim.kubeconfig), persist_config=False) as api:
+        yield api
+
+
+def refusal(call: Callable[[], object]) -> int | None:
+    """The status the API server refused ``call`` with; None if it was allowed."""
+    try:
+        call()
+    except ApiException as error:
+        return error.status
+    return None
+
+
+def allowed(api: client.ApiClient, verb: str, resource: str, namespace: str | None = None) -> bool:
+    """What the authorizer says of the caller's own ``verb`` on ``resource`` (SelfSubjectAccessReview)."""
+    attributes = {"verb": verb, "resource": resource} | ({"namespace": namespace} if namespace else {})
+    review = {"spec": {"resourceAttributes": attributes}}
+    answer = client.AuthorizationV1Api(api).create_self_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+def names_provider(binding: client.V1RoleBinding | client.V1ClusterRoleBinding) -> bool:
+    return any(subject.name == PROVIDER_USER for subject in binding.subjects or ())
+
+
+def granted(rules: list[dict]) -> set[tuple[str, str]]:
+    return {(resource, verb) for rule in rules for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def test_the_provider_s_rules_are_what_kube_client_calls_and_pods_are_never_replaced() -> None:
+    """The README's table quotes these: a verb added or dropped is a decision, made here and there together."""
+    assert granted(RUNNER_NAMESPACE_RULES) == {
+        *(("pods", verb) for verb in ("create", "get", "list", "patch", "delete")),
+        *(("secrets", verb) for verb in ("create", "get", "list", "update", "patch", "delete")),
+    }
+    # pulumi_kubernetes' server-side apply: a PATCH that may create; GET, LIST and WATCH to await; DELETE.
+    verbs = ("get", "list", "watch", "create", "patch", "delete")
+    assert granted(NAMESPACE_RULES) == {("namespaces", verb) for verb in verbs}
+
+
+def test_the_provider_s_identity_may_make_and_list_pods_and_secrets_in_the_runners_namespace(
+    sim: Simulator, provider_api: client.ApiClient
+) -> None:
+    """In force as soon as the simulator has started (its namespace was bound before start returned), for each
+    form of call the provider makes; nothing more."""
+    with sim.kube.api_server.admin_client() as admin:
+        bindings = client.RbacAuthorizationV1Api(admin).list_namespaced_role_binding(NAMESPACE).items
+        assert [b.role_ref.name for b in bindings if names_provider(b)] == [PROVIDER_USER]  # before any call
+    core = client.CoreV1Api(provider_api)
+    mine = pod("mine", container()) | {"metadata": {"name": "mine", "namespace": NAMESPACE}}
+    with KubeClient(str(sim.kubeconfig)) as kube:  # the provider's own client for pods
+        kube.validate_pod(mine)  # a create, as a server-side dry run
+        kube.create_pod(mine)
+        assert kube.read_pod(NAMESPACE, "mine") is not None
+        assert [p.metadata.name for p in kube.list_pods(NAMESPACE, "")] == ["mine"]
+        kube.annotate_pod(NAMESPACE, "mine", {"seen": "yes"})
+        kube.delete_pod(NAMESPACE, "mine", grace_seconds=0)
+
+    # Secrets as the provider reaches them: by their metadata alone, replaced at a resourceVersion, deleted by uid.
+    made = core.create_namespaced_secret(NAMESPACE, {"metadata": {"name": "mine"}, "stringData": {"token": "t"}})
+    metadata_only = {"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+    core.read_namespaced_secret("mine", NAMESPACE, _headers=metadata_only, _preload_content=False)
+    metadata_list = {"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"}
+    core.list_namespaced_secret(NAMESPACE, _headers=metadata_list, _preload_content=False)
+    body = {"metadata": {"name": "mine", "resourceVersion": made.metadata.resource_version}, "stringData": {"a": "b"}}
+    core.replace_namespaced_secret("mine", NAMESPACE, body)
+    core.patch_namespaced_secret("mine", NAMESPACE, {"stringData": {"c": "d"}}, _content_type=MERGE_PATCH)
+    preconditioned = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=made.metadata.uid))
+    core.delete_namespaced_secret("mine", NAMESPACE, body=preconditioned)
+
+    for resource, verb in granted(RUNNER_NAMESPACE_RULES):
+        assert allowed(provider_api, verb, resource, NAMESPACE), (verb, resource)
+    assert not allowed(provider_api, "update", "pods", NAMESPACE)  # nothing replaces a pod
+    assert not allowed(provider_api, "watch", "pods", NAMESPACE)
+    assert not allowed(provider_api, "create", "configmaps", NAMESPACE)
+
+
+def test_the_provider_s_identity_is_refused_across_namespaces_in_system_namespaces_and_cluster_wide(
+    sim: Simulator, provider_api: client.ApiClient
+) -> None:
+    """The suite fails if the provider ever reaches outside its namespace: each of these is a 403."""
+    core = client.CoreV1Api(provider_api)
+    assert refusal(lambda: core.list_pod_for_all_namespaces()) == 403
+    assert refusal(lambda: core.list_secret_for_all_namespaces()) == 403
+    for namespace in SYSTEM_NAMESPACES:
+        assert refusal(lambda ns=namespace: core.list_namespaced_pod(ns)) == 403, namespace
+        assert refusal(lambda ns=namespace: core.list_namespaced_secret(ns)) == 403, namespace
+    assert refusal(lambda: core.create_namespaced_pod("default", pod("astray", container()))) == 403
+    assert refusal(lambda: core.list_node()) == 403
+    assert refusal(lambda: core.read_node("simulator-node")) == 403
+    rbac_as_provider = client.RbacAuthorizationV1Api(provider_api)
+    assert refusal(lambda: rbac_as_provider.list_cluster_role()) == 403
+    widen = {"metadata": {"name": "more"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+             "name": "cluster-admin"}, "subjects": [{"kind": "User", "name": PROVIDER_USER}]}  # fmt: skip
+    assert refusal(lambda: rbac_as_provider.create_namespaced_role_binding(NAMESPACE, widen)) == 403
+    assert refusal(lambda: core.list_namespaced_config_map(NAMESPACE)) == 403  # in its namespace, only its rules
+    with KubeClient(str(sim.kubeconfig)) as kube, pytest.raises(ApiException) as refused:
+        kube.list_pods("default", "")
+    assert refused.value.status == 403
+    with sim.kube.api_server.admin_client() as admin:
+        rbac = client.RbacAuthorizationV1Api(admin)
+        bindings = rbac.list_role_binding_for_all_namespaces().items
+        assert [b.metadata.namespace for b in bindings if names_provider(b)] == [NAMESPACE]  # none in a system one
+        [cluster_wide] = [b for b in rbac.list_cluster_role_binding().items if names_provider(b)]
+        role = rbac.read_cluster_role(cluster_wide.role_ref.name)
+        assert {r for rule in role.rules for r in rule.resources} == {"namespaces"}  # nothing else cluster-wide
+
+
+def test_a_namespace_made_after_start_is_provisioned_with_the_provider_s_role(sim: Simulator) -> None:
+    """The cluster admin's provisioning stand-in binds the Role in each new non-system namespace as the kubelet
+    stand-in sees it made, whoever made it and before any call of the provider there."""
+    with sim.kube.api_server.admin_client() as admin:
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": "team-c"}})
+        wait_until(
+            lambda: [e for e in sim.kube.events() if e["type"] == "namespace_provisioned" and e["name"] == "team-c"],
+            "the namespace to be provisioned",
+        )
+        rbac = client.RbacAuthorizationV1Api(admin)
+        [binding] = [b for b in rbac.list_namespaced_role_binding("team-c").items if names_provider(b)]
+        assert (binding.role_ref.kind, binding.role_ref.name) == ("Role", PROVIDER_USER)
+        role = rbac.read_namespaced_role(PROVIDER_USER, "team-c")
+        assert granted([r.to_dict() for r in role.rules]) == granted(RUNNER_NAMESPACE_RULES)
+    provisioned = [e["name"] for e in sim.kube.events() if e["type"] == "namespace_provisioned"]
+    assert provisioned == ["team-c"], provisioned  # not the one start bound, nor a system one
+
+
+def test_the_provider_s_first_call_in_a_namespace_it_has_just_made_does_not_race_its_provisioning(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    """As programs/runners makes its namespace (createNamespace: a cluster-scoped create, which the namespaces
+    ClusterRole allows), then calls in it at once. Straight to the API server (the fault proxy's own latency
+    would hide the race): without the provisioning webhook most of these calls would meet a 403."""
+    direct = sim.kube.api_server.write_kubeconfig(tmp_path / "direct.kubeconfig")
+    with config.new_client_from_config(config_file=str(direct), persist_config=False) as api:
+        core = client.CoreV1Api(api)
+        for index in range(5):
+            core.create_namespace({"metadata": {"name": f"made-{index}"}})
+            assert core.list_namespaced_pod(f"made-{index}").items == []
+        core.create_namespace({"metadata": {"name": "made-last"}})
+        core.create_namespaced_pod("made-last", pod("first", container()))
+        assert refusal(lambda: core.list_namespaced_pod("never-made")) == 403
+        assert refusal(lambda: core.list_namespaced_pod("kube-system")) == 403  # still no Role there
+    with sim.kube.api_server.admin_client() as admin:
+        rbac = client.RbacAuthorizationV1Api(admin)
+        bound = {b.metadata.namespace for b in rbac.list_role_binding_for_all_namespaces().items if names_provider(b)}
+    assert bound == {NAMESPACE, "made-last", *(f"made-{index}" for index in range(5))}

@@ -19,6 +19,12 @@ def custom_labels(sim, runner_id: int) -> list[str]:
     return [label["name"] for label in runner["labels"] if label["type"] == "custom" and "owner" not in label["name"]]
 
 
+def runs_on_labels(sim, runner_id: int) -> set[str]:
+    """Every label a workflow's ``runs-on`` can match, read-only ones too (not the ownership label)."""
+    runner = next(r for r in sim.github.runners() if r["id"] == runner_id)
+    return {label["name"] for label in runner["labels"] if "owner" not in label["name"]}
+
+
 def pod_uids(sim) -> dict[str, str]:
     return {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in sim.kube.pods(NAMESPACE)}
 
@@ -93,11 +99,29 @@ def test_a_runner_github_will_not_relabel_is_replaced_and_the_update_says_so(sim
         after = outputs(engine, "runner")
         assert after["labels_updated"] == "by replacement: GitHub refused to relabel it"
         assert after["runner_id"] != before["runner_id"] and pod_uids(sim) != uids
-        assert custom_labels(sim, int(after["runner_id"])) == ["gpu"]
+        assert runs_on_labels(sim, int(after["runner_id"])) == {"self-hosted", "gpu"}
         assert [r["id"] for r in sim.github.runners()] == [after["runner_id"]]
 
         # Without the refusal, a just-in-time runner is relabelled in place too.
         engine.up(jit_runner(sim, labels=["gpu", "large"]))
         assert outputs(engine, "runner")["labels_updated"] == "in place"
-        assert custom_labels(sim, int(after["runner_id"])) == ["gpu", "large"]
+        assert runs_on_labels(sim, int(after["runner_id"])) == {"self-hosted", "gpu", "large"}
+        engine.destroy()
+
+
+def test_a_just_in_time_pool_relabelled_in_place_keeps_self_hosted_so_runs_on_still_matches(sim) -> None:
+    """A just-in-time runner's labels are all custom (GitHub adds no defaults for it), and the labels PUT replaces
+    every custom label: relabelled with the user's labels alone, ``runs-on: [self-hosted, linux]`` stops matching."""
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, None, jit_config=True, labels=["linux"], replicas=2))
+        runners = outputs(engine, "pool")["runners"]
+        assert {frozenset(runs_on_labels(sim, int(r["id"]))) for r in runners} == {frozenset({"self-hosted", "linux"})}
+        uids = pod_uids(sim)
+
+        engine.up(token_and_pool(sim, None, jit_config=True, labels=["gpu", "linux"], replicas=2))
+
+        pool = outputs(engine, "pool")
+        assert pool["problems"] == [] and pod_uids(sim) == uids and sim.github.calls("DELETE") == []
+        expected = frozenset({"self-hosted", "gpu", "linux"})
+        assert {frozenset(runs_on_labels(sim, int(r["id"]))) for r in pool["runners"]} == {expected}
         engine.destroy()

@@ -147,6 +147,19 @@ def test_a_runner_pod_without_a_template_is_safe_from_eviction_by_autoscalers(si
         engine.destroy()
 
 
+def test_runner_pods_mount_no_service_account_token_unless_the_template_asks_for_one(sim) -> None:
+    """A job runs what a workflow says; with the token mounted it could do whatever the pod's service account may."""
+    wants_token = {"spec": {"automountServiceAccountToken": True}}
+    with MiniEngine(ROOT) as engine:
+        engine.up(runner_and_pool(sim, new_token(sim)))
+        assert {pod["spec"]["automountServiceAccountToken"] for pod in sim.kube.pods(NAMESPACE)} == {False}
+
+        engine.up(token_and_runners(sim, 1, pod_template=wants_token))
+        pod = sim.kube.pod(NAMESPACE, outputs(engine, "runner-0")["pod_name"])
+        assert pod["spec"]["automountServiceAccountToken"] is True
+        engine.destroy()
+
+
 def test_pod_template_args_and_a_dict_make_the_same_pod(sim) -> None:
     _service_account(sim)
     token = new_token(sim)

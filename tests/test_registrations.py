@@ -201,8 +201,10 @@ def test_waiters_that_name_a_floor_are_answered_from_the_last_pages_whatever_the
             found = together(200, lambda i: directory.find(github, f"new-{i}", max_age=FRESH, newer_than=mark))
             assert [runner["name"] for runner in found] == [f"new-{i}" for i in range(200)]
             by_name, pages = listings(double, before)
-            assert min(pages) >= 20, "only the last pages: those that hold ids above the mark"
-            assert len(pages) <= 4 and len(by_name) <= 2, (pages, len(by_name))
+            tail = [page for page in pages if page != 1]
+            assert min(tail) >= 20, "only the last pages: those that hold ids above the mark"
+            assert pages.count(1) <= 1, "page 1 once at most, to check that the listing is in id order"
+            assert len(tail) <= 4 and len(by_name) <= 2, (pages, len(by_name))
     finally:
         double.stop()
 
@@ -229,7 +231,8 @@ def test_a_waiter_for_an_older_registration_is_not_answered_from_a_tail_that_mis
             assert found[8] is not None and found[8]["id"] == old
             assert [runner["name"] for runner in found[:8]] == [f"new-{i}" for i in range(8)]
             by_name, pages = listings(double, before)
-            assert min(pages) >= 3, "the old runner was asked for by name, not through pages 1 and 2"
+            assert 2 not in pages, "the old runner was asked for by name, not through pages 1 and 2"
+            assert pages.count(1) <= 1, "page 1 once at most, to check that the listing is in id order"
             assert "old" in [call["query"]["name"] for call in by_name]
             again = directory.find(github, "old", max_age=5.0, newer_than=old - 1)  # the fresh tail is no answer
             assert again is not None and again["id"] == old
@@ -291,5 +294,82 @@ def test_a_burst_of_marks_shares_one_look_even_at_an_empty_scope_and_a_failed_lo
         failing = RunnerDirectory()
         assert failing.mark(Failing()) is None
         assert failing.mark(Failing()) is None, "a burst, whose look failed: the waiter asks for every registration"
+    finally:
+        double.stop()
+
+
+class RemovalsDuringTheWalk:
+    """250 runners; "taken" (id 150, another team's) holds a name a new pool wants. Once the first page has been
+    read, the 100 oldest runners are removed, so every later one moves a page down."""
+
+    def __init__(self) -> None:
+        self.ids = list(range(1, 251))
+        self.pages: list[int] = []
+
+    def _runner(self, runner_id: int) -> dict:
+        return {"id": runner_id, "name": "taken" if runner_id == 150 else f"r-{runner_id}", "status": "online"}
+
+    def runners_page(self, page: int) -> tuple[int, list[dict]]:
+        chunk = self.ids[(page - 1) * 100 : page * 100]
+        self.pages.append(page)
+        if len(self.pages) == 1:
+            del self.ids[:100]
+        return len(self.ids) if len(self.pages) > 1 else 250, [self._runner(i) for i in chunk]
+
+    def find_runner(self, name: str) -> dict | None:
+        return next((self._runner(i) for i in self.ids if self._runner(i)["name"] == name), None)
+
+
+def test_a_name_is_declared_free_only_by_a_walk_that_cannot_skip_it_while_others_are_removed() -> None:
+    """A forward walk reads page 1, then finds on page 2 what was on page 3: "taken" slipped onto page 1. The
+    names of a new pool are checked from the last page back, where a removal only moves runners onto pages still
+    to be read."""
+    scope = RemovalsDuringTheWalk()
+    names = ["taken", *(f"pool-{i}" for i in range(5))]
+
+    found = RunnerDirectory().registrations_of(scope, names)
+
+    assert [r["name"] for r in found] == ["taken"]
+    assert scope.pages[-1] == 1 and scope.pages[1:] != [2, 3], scope.pages
+
+
+@pytest.mark.parametrize("order", ["name", "newest_first"])
+def test_a_listing_out_of_id_order_is_noticed_and_no_answer_relies_on_it(order: str) -> None:
+    """GitHub documents no order for its listing. Waiters that name a floor (new runners, above a mark) are answered
+    from the last pages only while those hold the highest ids; in any other order every waiter is still found,
+    from whole listings or by name, and names are checked by name."""
+    double = GitHubDouble(credentials=(CREDENTIAL,), listing_order=order).start()  # type: ignore[arg-type]
+    try:
+        url = f"{double.url}/octo-org/ci"
+        register(double, url, [f"other-{index:03}" for index in range(300)])
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            directory = RunnerDirectory()
+            directory.mark(github)
+            mark = directory.mark(github)
+            assert mark == 300
+            register(double, url, [f"new-{i}" for i in range(8)])
+            time.sleep(FRESH + 0.1)
+
+            found = together(8, lambda i: directory.find(github, f"new-{i}", max_age=FRESH, newer_than=mark))
+
+            assert [runner["name"] for runner in found] == [f"new-{i}" for i in range(8)]
+            before = len(double.calls("GET"))
+            registered = directory.registrations_of(github, ["other-150", "new-3", "free-0", "free-1"])
+            assert sorted(r["name"] for r in registered) == ["new-3", "other-150"]
+            by_name, pages = listings(double, before)
+            assert (len(by_name), pages) == (4, []), "out of order, no walk may declare a name free"
+    finally:
+        double.stop()
+
+
+def test_in_id_order_names_are_checked_from_one_walk_of_the_listing() -> None:
+    double, url = other_team(250)
+    try:
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            names = [f"pool-{i}" for i in range(5)] + ["other-7"]
+            registered = RunnerDirectory().registrations_of(github, names)
+            assert [r["name"] for r in registered] == ["other-7"]
+            by_name, pages = listings(double, 0)
+            assert (by_name, pages) == ([], [1, 3, 2, 1]), "page 1 for the size, then from the last page back"
     finally:
         double.stop()

@@ -11,7 +11,7 @@ from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, Mini
 from pulumi_actions_runners.kube_client import KubeClient
 from pulumi_actions_runners.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
 from tests.conftest import ROOT, wait_until
-from tests.helpers import NAMESPACE, new_token, outputs, owner_id, sha256
+from tests.helpers import NAMESPACE, new_token, outputs, owner_id, sha256, up_killed_when
 from tests.programs import token_and_pool
 
 
@@ -227,7 +227,7 @@ def test_pods_left_by_an_update_cut_short_are_taken_over_when_made_as_now_specif
                 spec = RunnerSpec(
                     sim.repo_url, NAMESPACE, name, (), True, DEFAULT_IMAGE, sha256(made_with), pool="pool", owner=owner
                 )
-                kube.apply_secret(secret_manifest(spec, made_with))
+                kube.create_secret(secret_manifest(spec, made_with))
                 kube.create_pod(pod_manifest(spec))
         for name in ("pool-2", "pool-3"):
             strays[name] = wait_until(lambda n=name: online(sim).get(n), f"the stray runner {name} to register")
@@ -244,6 +244,45 @@ def test_pods_left_by_an_update_cut_short_are_taken_over_when_made_as_now_specif
         assert sim.kube.pod(NAMESPACE, rotated["pod"])["metadata"]["uid"] != uids[rotated["pod"]]
         assert len(sim.kube.pods(NAMESPACE)) == 4 and sim.runners.jobs_killed == []
         assert not sim.github.calls("DELETE", rf"/runners/{strays['pool-2']['id']}$")
+
+
+def test_a_rotation_whose_provider_was_killed_half_way_does_not_rotate_again_what_it_had_rotated(sim) -> None:
+    """After the kill the state still holds the old hashes of the runners already rotated: taken in as they are
+    (their pods were made with the current spec, their registrations are the pool's), not rotated a second time
+    with a second just-in-time config and a second runner out of service each."""
+    newer_image = "ghcr.io/actions/actions-runner:2.330.0"
+    settings = {"jit_config": True, "replicas": 4, "max_unavailable": 1}
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, None, **settings))
+        newer = token_and_pool(sim, None, **settings, image=newer_image)
+
+        def new_pods() -> dict[str, str]:
+            pods = [p for p in sim.kube.pods(NAMESPACE) if not p["metadata"].get("deletionTimestamp")]
+            return {
+                p["metadata"]["name"]: p["metadata"]["uid"]
+                for p in pods
+                if p["spec"]["containers"][0]["image"] == newer_image
+            }
+
+        def two_rotated() -> bool:
+            return len(set(new_pods()) & set(online(sim))) >= 2
+
+        up_killed_when(engine, newer, two_rotated, "two runners rotated", timeout=60)
+        rotated = new_pods()
+        assert 2 <= len(rotated) < 4, rotated
+        calls = len(sim.github.calls())
+
+        engine.new_provider_process()
+        engine.up(newer)
+
+        again = sim.github.calls()[calls:]
+        configs = [c for c in again if c["path"].endswith("/generate-jitconfig")]
+        assert len(configs) == 4 - len(rotated), "a runner rotated before the kill got a second config"
+        assert {name: uid for name, uid in new_pods().items() if name in rotated} == rotated
+        pool = outputs(engine, "pool")
+        assert pool["problems"] == [] and {r["spec_hash"] for r in pool["runners"]} == {pool["spec_hash"]}
+        assert len(online(sim)) == 4 and sim.runners.jobs_killed == []
+        assert [s.op for s in engine.preview(newer)] == ["same"]
 
 
 def test_a_replacement_that_fails_to_start_halts_the_rollout_and_leaves_the_others_running(sim) -> None:

@@ -222,3 +222,47 @@ def test_a_runner_made_before_ownership_labels_keeps_its_pod_beside_a_registrati
 
     assert not any(line.startswith(("remove", "delete pod")) for line in journal)
     assert pods.pods["runner-a"]["gone_at"] is None
+
+
+def _removals_per_minute(journal: list[str], clock: FakeClock, start: float) -> float:
+    return sum(1 for line in journal if line.startswith("remove")) / ((clock.now - start) / 60)
+
+
+def test_a_busy_runner_missing_from_the_listings_tail_is_looked_up_by_name_not_asked_again_and_again(world) -> None:
+    """GitHub documents no order for its listings: a tail read that does not show the runner proves nothing, so
+    before RemoveRunner is asked again the runner is looked up by name (and found busy)."""
+    clock, github, pods, journal = world
+    github.add(7, "runner-a", busy_for=120)
+    by_name = github.find_runner
+
+    def tail_misses_it(name: str, max_age: float = 0.0, *, newer_than: int | None = None) -> dict | None:
+        return None if max_age > 0 else by_name(name)
+
+    github.find_runner = tail_misses_it
+    start = clock.now
+
+    tear_down_runner(location(), github, pods, clock, TIMEOUTS)
+
+    removals = [line for line in journal if line.startswith("remove")]
+    assert removals == ["remove 7: 422", "remove 7: 204"], "the by-name lookup saw it busy: no RemoveRunner meanwhile"
+    assert float(next(x for x in journal if x.startswith("delete pod")).rsplit(" ", 1)[1]) >= start + 120 + 30
+
+
+def test_removerunner_is_asked_at_a_bounded_rate_whatever_the_listing_says(world) -> None:
+    """A listing that calls a busy runner idle (stale, or a runner taking job after job) must not turn the wait into
+    RemoveRunner twice a second: each costs 5 points of the pool's budget."""
+    clock, github, pods, journal = world
+    github.add(7, "runner-a", busy_for=300)
+    by_name = github.find_runner
+
+    def always_idle(name: str, max_age: float = 0.0, *, newer_than: int | None = None) -> dict | None:
+        found = by_name(name, max_age, newer_than=newer_than)
+        return None if found is None else {**found, "busy": False}
+
+    github.find_runner = always_idle
+    start = clock.now
+
+    report = tear_down_runner(location(), github, pods, clock, TIMEOUTS)
+
+    assert report.busy_answers >= 2
+    assert _removals_per_minute(journal, clock, start) <= 15, journal  # 5 s apart once the polls have grown

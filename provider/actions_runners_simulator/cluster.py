@@ -4,6 +4,12 @@
 starting it takes seconds). A borrowed server is reset when the cluster starts: every namespace but the
 system ones and the cluster's own is deleted, and every pod and Secret in its own, so each user starts clean
 whatever the one before it left.
+
+The provider's identity may touch pods and Secrets only in a runners' namespace, through a Role and RoleBinding
+there (kube_apiserver.RUNNER_NAMESPACE_RULES), as a cluster's admin would grant it. The cluster binds them in
+the namespaces it is told to make before ``start`` returns, and, standing in for an admin's namespace
+provisioning, in every other non-system namespace as the kubelet stand-in sees it created (a program's own);
+should the provider call there before that, the API server's provisioning webhook binds them first.
 """
 
 from __future__ import annotations
@@ -18,12 +24,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .kube_apiserver import KubeApiServer
+from .kube_apiserver import SYSTEM_NAMESPACES, KubeApiServer, grant_runner_namespace
 from .kube_proxy import FaultProxy
 from .kubelet import ContainerRuntime, Kubelet
 from .tools import tool_dirs
 
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 RESET_TIMEOUT_SECONDS = 30.0
 
 
@@ -50,6 +55,7 @@ class SimulatedCluster:
         self._admin: client.ApiClient | None = None
         self._kubelet: Kubelet | None = None
         self._proxy: FaultProxy | None = None
+        self._bound_at_start: set[str] = set()  # uids of the namespaces start made and bound
 
     def start(self) -> SimulatedCluster:
         try:
@@ -60,14 +66,15 @@ class SimulatedCluster:
             if not self._own_server:
                 self._reset()
             for namespace in self._namespaces:
-                with contextlib.suppress(ApiException):  # 409: kept from an earlier user of a shared server
-                    self._core.create_namespace({"metadata": {"name": namespace}})
+                self._bound_at_start.add(self._make_namespace(namespace))
+                grant_runner_namespace(self._admin, namespace)  # in force before the provider knows of it
             self._kubelet_api = self._server.admin_client()
             self._kubelet = Kubelet(
                 self._kubelet_api,
                 self._runtime,
                 schedule_delay=self._schedule_delay,
                 restart_backoff=self._restart_backoff,
+                provision_namespace=self._provision_namespace,
             ).start()
             if self._with_proxy:
                 self._proxy = FaultProxy(self._server.url, self._server.ca_file, self._server.tls_files).start()
@@ -181,6 +188,25 @@ class SimulatedCluster:
         return self._proxy
 
     # --- internals -----------------------------------------------------------------------------------------
+
+    def _make_namespace(self, name: str) -> str:
+        """The namespace made, or kept from an earlier user of a shared server (409); its uid."""
+        try:
+            made = self._core.create_namespace({"metadata": {"name": name}})
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            made = self._core.read_namespace(name)
+        return str(made.metadata.uid)
+
+    def _provision_namespace(self, name: str, uid: str) -> bool:
+        """The cluster admin's namespace provisioning, for a namespace made after start (by a program): the
+        provider's Role there, in force when this returns. The system namespaces get none, and those start
+        bound need nothing more. Whether it bound."""
+        if name in SYSTEM_NAMESPACES or uid in self._bound_at_start:
+            return False
+        grant_runner_namespace(self._kubelet_api, name)
+        return True
 
     @staticmethod
     def _items(response: Any) -> list[dict[str, Any]]:

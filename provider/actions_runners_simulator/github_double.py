@@ -43,6 +43,10 @@ _log = logging.getLogger(__name__)
 
 _TOKEN_ALPHABET = string.ascii_uppercase + string.digits
 _READ_ONLY_LABELS = ("self-hosted", "Linux", "X64")
+# GitHub documents no order for its runner listings. It appears to list by id ("id", the default); the others
+# are there so that the suite proves the provider does not depend on that.
+ListingOrder = Literal["id", "name", "newest_first"]
+LISTING_ORDERS: tuple[ListingOrder, ...] = ("id", "name", "newest_first")
 _DOCS = "https://docs.github.com/rest"
 _RUNNER_DOCS = f"{_DOCS}/actions/self-hosted-runners"
 _RATE_DOCS = f"{_DOCS}/overview/rate-limits-for-the-rest-api"
@@ -143,8 +147,9 @@ class _Runner:
 class _RunnerRegistry:
     """Registrations, registration tokens and running jobs, guarded by the double's one lock."""
 
-    def __init__(self, lock: threading.Lock, token_lifetime: float) -> None:
+    def __init__(self, lock: threading.Lock, token_lifetime: float, listing_order: ListingOrder = "id") -> None:
         self._lock = lock
+        self._listing_order = listing_order
         self._job_clock = threading.Condition(lock)
         self._token_lifetime = token_lifetime
         self._tokens: dict[str, tuple[str, float]] = {}  # registration token -> (scope, monotonic expiry)
@@ -233,7 +238,7 @@ class _RunnerRegistry:
                 name,
                 scope,
                 True,
-                self._labels(labels),
+                self._labels(labels, defaults=False),
                 _Unattached(),
                 status="offline",
                 jit_secret=secret,
@@ -266,11 +271,15 @@ class _RunnerRegistry:
         if issued_scope != scope:
             raise RegistrationRefused(f"registration token was issued for {issued_scope}, not {scope}")
 
-    def _labels(self, custom: Sequence[str]) -> list[JsonObject]:
-        """Read-only labels first, then custom ones; one id per label name, as GitHub shares label ids."""
-        kinds = dict.fromkeys(_READ_ONLY_LABELS, "read-only") | {
-            name: "custom" for name in custom if name not in _READ_ONLY_LABELS
-        }
+    def _labels(self, custom: Sequence[str], *, defaults: bool = True) -> list[JsonObject]:
+        """Read-only labels first, then custom ones; one id per label name, as GitHub shares label ids. config.sh
+        gives a runner the read-only defaults; a just-in-time runner (``defaults`` False) has only the labels
+        generate-jitconfig was given ("The names of the custom labels to add to the runner", its REST reference;
+        GitHub adds no defaults to JIT runners, as terraform-aws-github-runner#3491 found). They are all custom
+        here, "self-hosted" among them if asked for, so a labels PUT replaces every one: the unkinder reading,
+        since the reference's example response types the default names read-only, which a PUT would keep."""
+        read_only = _READ_ONLY_LABELS if defaults else ()
+        kinds = dict.fromkeys(read_only, "read-only") | {name: "custom" for name in custom if name not in read_only}
         return [
             {"id": self._label_ids.setdefault(name, len(self._label_ids) + 1), "name": name, "type": kind}
             for name, kind in kinds.items()
@@ -282,7 +291,7 @@ class _RunnerRegistry:
             runner = self._runners.get(runner_id)
             if runner is None or runner.scope != scope:
                 return None
-            runner.labels = self._labels(custom)
+            runner.labels = self._labels(custom, defaults=runner.jit_secret is None)
             return runner.as_json()
 
     def mark_offline(self, runner_id: int) -> None:
@@ -362,13 +371,15 @@ class _RunnerRegistry:
             return runner.as_json() if runner is not None and runner.scope == scope else None
 
     def select(self, scope: str | None, name: str | None = None, *, with_scope: bool = False) -> list[JsonObject]:
-        """Runners in id order, the order GitHub pages them in; without a scope, of every scope."""
+        """Runners in the listing order (id order by default, as GitHub appears to page them); without a scope,
+        of every scope."""
         with self._lock:
-            return [
-                r.as_json() | ({"scope": r.scope} if with_scope else {})
-                for r in self._runners.values()
-                if scope in (None, r.scope) and name in (None, r.name)
-            ]
+            runners = [r for r in self._runners.values() if scope in (None, r.scope) and name in (None, r.name)]
+            if self._listing_order == "name":
+                runners.sort(key=lambda r: (r.name, r.id))
+            elif self._listing_order == "newest_first":
+                runners.reverse()
+            return [r.as_json() | ({"scope": r.scope} if with_scope else {}) for r in runners]
 
     def close(self) -> None:
         with self._lock:
@@ -838,18 +849,20 @@ class GitHubDouble:
         window_seconds: float = 60.0,
         rate_limit_window_seconds: float = 3600.0,
         content_creating_per_hour: int = 500,
+        listing_order: ListingOrder = "id",
     ) -> None:
         """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
         ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
         together with the limits. ``read_only_credentials`` are fine-grained tokens granted the runners' read
         permission only (organization "Self-hosted runners: read", repository "Administration: read"): GitHub
-        answers their writes 403 "Resource not accessible by personal access token"."""
+        answers their writes 403 "Resource not accessible by personal access token". ``listing_order``: the order
+        runner listings page in (see ListingOrder)."""
         read_only = tuple(read_only_credentials)
         self._read_only = frozenset(read_only)
         credentials = (*credentials, *read_only)
         lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
-        self._registry = _RunnerRegistry(lock, token_lifetime)
+        self._registry = _RunnerRegistry(lock, token_lifetime, listing_order)
         secondary_limits = _SecondaryLimits(
             max_concurrent_requests,
             points_per_minute,
@@ -1242,3 +1255,49 @@ class GitHubDouble:
             self.fail_next(int(payload["status"]), **{key: payload[key] for key in options if key in payload})
             return _Reply(201, payload)
         return _Reply(404, {"message": "Not Found"})
+
+    def restore(
+        self,
+        *,
+        github_url: str,
+        tokens: dict[str, float] | None = None,
+        runners: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Recreate in this double what a recorded GitHub held for a scope, so that a stack's state from another
+        run is true here (tests/test_upgrades.py: a stack made by an earlier release). ``tokens`` maps each
+        registration token to the seconds config.sh may still use it. Each of ``runners`` is a registration with
+        the given ``id``, ``name``, ``labels`` (GitHub's label objects: ``name`` and ``type``), ``ephemeral`` and
+        optional ``runner_group_id``; ``online`` (default True) lists it online with no runner process here (one
+        running elsewhere), False offline until a runner takes it over (config.sh --replace keeps its id) or,
+        given ``jit_secret`` (the secret its just-in-time config carries), connects with that config. Ids must be
+        above every id this double gave, so listings keep id order; later registrations get higher ids."""
+        scope = self._scope_of(github_url)
+        registry = self._registry
+        with registry._lock:
+            for token, seconds in (tokens or {}).items():
+                registry._tokens[token] = (scope, time.monotonic() + seconds)
+            for runner in sorted(runners, key=lambda r: int(r["id"])):
+                runner_id, name = int(runner["id"]), str(runner["name"])
+                if runner_id < registry._next_runner_id:
+                    raise ValueError(f"runner id {runner_id} is not above the ids given ({registry._next_runner_id})")
+                if any(r.scope == scope and r.name == name for r in registry._runners.values()):
+                    raise ValueError(f"a runner named {name!r} exists in {scope}")
+                labels = [
+                    {"id": registry._label_ids.setdefault(label["name"], len(registry._label_ids) + 1)}
+                    | {"name": label["name"], "type": label["type"]}
+                    for label in runner["labels"]
+                ]
+                online, jit_secret = runner.get("online", True), runner.get("jit_secret")
+                registry._runners[runner_id] = _Runner(
+                    runner_id,
+                    name,
+                    scope,
+                    bool(runner["ephemeral"]),
+                    labels,
+                    _Unattached(),
+                    status="online" if online else "offline",
+                    jit_secret=jit_secret,
+                    jit_used=bool(online and jit_secret),
+                    runner_group_id=int(runner.get("runner_group_id", _DEFAULT_RUNNER_GROUP_ID)),
+                )
+                registry._next_runner_id = runner_id + 1

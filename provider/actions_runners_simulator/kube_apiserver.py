@@ -5,6 +5,14 @@ and nothing more. Nothing schedules or runs pods, and nothing finishes a gracefu
 deletion: the simulator's kubelet stand-in (kubelet.py) plays those parts. Everything it writes lives in one
 temporary folder (etcd's data on tmpfs when the machine has one): certificates made here, a static token file,
 kubeconfigs.
+
+Authorization is RBAC's, as a cluster's: the provider's identity may touch pods and Secrets only where a Role
+binds RUNNER_NAMESPACE_RULES to it, and namespaces (NAMESPACE_RULES) cluster-wide. Standing in for a cluster
+admin's namespace provisioning, every non-system namespace gets that Role (grant_runner_namespace): the kubelet
+stand-in binds it as it sees the namespace made, and so that a call made at once after a program made its
+namespace cannot outrun that, a webhook placed after RBAC (ProvisioningWebhook) binds it on the spot when RBAC
+refuses the provider in a namespace not yet provisioned, then answers what RBAC then says. It never allows
+anything RBAC would not.
 """
 
 from __future__ import annotations
@@ -14,15 +22,21 @@ import contextlib
 import ctypes
 import datetime
 import ipaddress
+import json
+import logging
 import os
 import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -31,25 +45,45 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+_log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 TMPFS_NEEDED_BYTES = 512 * 1024 * 1024
 READY_TIMEOUT_SECONDS = 90.0  # /readyz answers in 3-4 s on 2 idle cores; a loaded CI machine is slower
 ADMIN_USER = "simulator-admin"  # the kubelet stand-in and the tests' inspection: system:masters
 ADMIN_CONNECTIONS = 64  # the kubelet stand-in's steps, runners and watches at once: no TLS handshake per call
-PROVIDER_USER = "pulumi-actions-runners"  # what programs and the provider use: only the role below
-# What the provider needs in a runners' namespace (pods and their Secrets), and what programs/runners' own
-# pulumi_kubernetes Namespace needs. The README's "your own cluster" section lists the same rules.
-PROVIDER_RULES = [
-    {
-        "apiGroups": [""],
-        "resources": ["pods", "secrets"],
-        "verbs": ["get", "list", "create", "update", "patch", "delete"],
-    },
+PROVIDER_USER = "pulumi-actions-runners"  # what programs and the provider use: only the rules below
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")  # never a runners' namespace
+RBAC_GROUP = "rbac.authorization.k8s.io"
+GRANT_REQUEST_TIMEOUT = (5, 30)
+GRANT_TIMEOUT_SECONDS = 10.0  # the authorizer's RBAC cache follows a write within milliseconds
+WEBHOOK_TIMEOUT_SECONDS = 15  # the API server's limit is 30
+# In a SubjectAccessReview's extra: judge by RBAC alone (the webhook passes it by), so that the provisioning's own
+# reviews, made while it provisions, never wait on it.
+RBAC_ONLY = "simulator.actions-runners.invalid/rbac-only"
+# What the provider calls (kube_client.py), granted only in a runners' namespace by a Role and RoleBinding there
+# (grant_runner_namespace), never cluster-wide: a call outside it (a listing across namespaces, another
+# namespace, a cluster-scoped resource) is refused 403, so the suite fails if the provider ever makes one.
+# Pods: create (the server-side dry run that judges a pod before anything is written is a create too), read,
+# list, annotate (merge patch) and delete; never replaced. Secrets: those and a replace (update), also as a
+# resourceVersion-preconditioned one; a metadata-only GET or LIST is a get or list; a delete with a uid
+# precondition is a delete. The README's "your own cluster" table quotes these.
+RUNNER_NAMESPACE_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "list", "update", "patch", "delete"]},
+]
+# Namespaces are cluster-scoped, so no Role can grant them: what programs/runners' own pulumi_kubernetes
+# Namespace needs (createNamespace) is a ClusterRole bound cluster-wide. It reaches no pod or Secret. As the API
+# server's audit log shows it: a server-side apply PATCH makes and changes the namespace (one that creates is
+# authorized as a create too), GET, LIST and WATCH await and refresh it, DELETE destroys it; it never replaces
+# one (PUT, update). Its wish to list events cluster-wide (to pass Warning events on) is refused, and it carries on.
+NAMESPACE_RULES = [
     {
         "apiGroups": [""],
         "resources": ["namespaces"],
-        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
     },
 ]
 
@@ -124,6 +158,7 @@ class KubeApiServer:
         self._admin_token = secrets.token_hex(16)
         self._provider_token = secrets.token_hex(16)
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._webhook = ProvisioningWebhook()
         self.port = 0
         self.ca_file = self._dir / "ca.crt"
 
@@ -134,10 +169,12 @@ class KubeApiServer:
     def start(self) -> KubeApiServer:
         try:
             self._write_credentials()
+            self._webhook.start(self._dir, self.tls_files, self.ca_file)
             etcd_url = self._start_etcd()
             self._start_apiserver(etcd_url)
             self._wait_ready()
             self._grant_provider_role()
+            self._webhook.serve(self.admin_client())
         except BaseException:
             self.stop()
             raise
@@ -149,6 +186,7 @@ class KubeApiServer:
             process.kill()
             process.wait()
         self._processes.clear()
+        self._webhook.stop()
         shutil.rmtree(self._etcd_dir, ignore_errors=True)
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -258,7 +296,7 @@ class KubeApiServer:
                 f"--tls-cert-file={certificate_file}",
                 f"--tls-private-key-file={key_file}",
                 f"--token-auth-file={self._dir / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
+                f"--authorization-config={self._webhook.authorization_config}",  # RBAC, then the webhook
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={self._dir / 'sa.pub'}",
                 f"--service-account-signing-key-file={self._dir / 'sa.key'}",
@@ -299,13 +337,187 @@ class KubeApiServer:
         )
 
     def _grant_provider_role(self) -> None:
+        """NAMESPACE_RULES cluster-wide; RUNNER_NAMESPACE_RULES are bound per namespace (grant_runner_namespace)."""
         with self.admin_client() as admin:
             rbac = client.RbacAuthorizationV1Api(admin)
-            rbac.create_cluster_role({"metadata": {"name": PROVIDER_USER}, "rules": PROVIDER_RULES})
+            rbac.create_cluster_role({"metadata": {"name": PROVIDER_USER}, "rules": NAMESPACE_RULES})
             rbac.create_cluster_role_binding(
                 {
                     "metadata": {"name": PROVIDER_USER},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PROVIDER_USER},
-                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PROVIDER_USER}],
+                    "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": PROVIDER_USER},
+                    "subjects": [{"apiGroup": RBAC_GROUP, "kind": "User", "name": PROVIDER_USER}],
                 }
             )
+
+
+def grant_runner_namespace(api_client: client.ApiClient, namespace: str) -> None:
+    """What a cluster's admin does for each runners' namespace: RUNNER_NAMESPACE_RULES in a Role there, bound to
+    the provider's identity. It returns once the API server's authorizer applies them (its RBAC cache follows
+    the writes a little later), so the provider's first call after it cannot meet a 403. Repeatable: what a
+    shared server's earlier user bound is kept."""
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    metadata = {"name": PROVIDER_USER, "namespace": namespace}
+    role = {"metadata": metadata, "rules": RUNNER_NAMESPACE_RULES}
+    binding = {
+        "metadata": metadata,
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": PROVIDER_USER},
+        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "User", "name": PROVIDER_USER}],
+    }
+    for create, body in ((rbac.create_namespaced_role, role), (rbac.create_namespaced_role_binding, binding)):
+        try:
+            create(namespace, body, _preload_content=False, _request_timeout=GRANT_REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    wait_until_authorized(api_client, namespace)
+
+
+def wait_until_authorized(api_client: client.ApiClient, namespace: str) -> None:
+    """Until RBAC lets the provider's identity make a pod in ``namespace`` (a SubjectAccessReview is judged by
+    the same RBAC cache as the provider's own calls); every rule of the Role applies from then."""
+    spec = {
+        "user": PROVIDER_USER,
+        "groups": ["system:authenticated"],
+        "resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "pods"},
+    }
+    deadline = time.monotonic() + GRANT_TIMEOUT_SECONDS
+    while True:
+        if rbac_allows(api_client, spec):
+            return
+        if time.monotonic() > deadline:
+            raise ApiServerFailed(
+                f"the provider's Role in {namespace} was not in force after {GRANT_TIMEOUT_SECONDS} s"
+            )
+        time.sleep(0.005)
+
+
+def rbac_allows(api_client: client.ApiClient, spec: dict[str, Any]) -> bool:
+    """Whether RBAC alone allows what a SubjectAccessReview's ``spec`` describes (the webhook passes it by)."""
+    extra = {**(spec.get("extra") or {}), RBAC_ONLY: ["true"]}
+    review = {"spec": {key: value for key, value in spec.items() if key != "extra"} | {"extra": extra}}
+    answer = client.AuthorizationV1Api(api_client).create_subject_access_review(
+        review, _preload_content=False, _request_timeout=GRANT_REQUEST_TIMEOUT
+    )
+    return bool(json.loads(answer.data)["status"].get("allowed"))  # raw: a model costs milliseconds
+
+
+class ProvisioningWebhook:
+    """The API server's second authorizer, after RBAC, asked only of what RBAC does not allow the provider's
+    identity: the cluster admin's namespace provisioning on demand. When the call is in a namespace that exists,
+    is not a system one and is not terminating, it binds the provider's Role there (grant_runner_namespace; a
+    no-op if the kubelet stand-in did already) and answers what RBAC says then; else it has no opinion, and the
+    call is refused. So the provider's first call in a namespace a program has just made waits for the binding
+    (milliseconds) instead of racing it, and a call outside a runners' namespace is refused as before. Nothing
+    is cached: each answer is RBAC's of the moment."""
+
+    def __init__(self) -> None:
+        self._api: client.ApiClient | None = None
+        self._server: ThreadingHTTPServer | None = None
+        self.authorization_config = Path()
+
+    def start(self, folder: Path, tls_files: tuple[Path, Path], ca_file: Path) -> None:
+        """Listening, before the API server starts (it reads the address from the files written here); it has
+        no opinion on anything until ``serve``."""
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(*map(str, tls_files))
+        server = _WebhookServer(self)
+        server.socket = tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+        self._server = server
+        threading.Thread(target=server.serve_forever, args=(0.05,), name="provisioning-webhook", daemon=True).start()
+        url = f"https://127.0.0.1:{server.server_address[1]}/authorize"
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "webhook", "cluster": {"server": url, "certificate-authority": str(ca_file)}}],
+            "users": [{"name": "kube-apiserver", "user": {}}],
+            "contexts": [{"name": "webhook", "context": {"cluster": "webhook", "user": "kube-apiserver"}}],
+            "current-context": "webhook",
+        }
+        (folder / "webhook.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+        webhook = {
+            "timeout": f"{WEBHOOK_TIMEOUT_SECONDS}s",
+            "authorizedTTL": "1s",  # required, though nothing is cached
+            "unauthorizedTTL": "1s",
+            "cacheAuthorizedRequests": False,
+            "cacheUnauthorizedRequests": False,
+            "subjectAccessReviewVersion": "v1",
+            "matchConditionSubjectAccessReviewVersion": "v1",
+            "failurePolicy": "NoOpinion",  # unreachable: RBAC's refusal stands
+            "connectionInfo": {"type": "KubeConfigFile", "kubeConfigFile": str(folder / "webhook.kubeconfig")},
+            "matchConditions": [
+                {"expression": f"request.user == '{PROVIDER_USER}' && has(request.resourceAttributes)"}
+            ],
+        }
+        configuration = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AuthorizationConfiguration",
+            "authorizers": [
+                {"type": "RBAC", "name": "rbac"},
+                {"type": "Webhook", "name": "namespace-provisioning", "webhook": webhook},
+            ],
+        }
+        self.authorization_config = folder / "authorization.yaml"
+        self.authorization_config.write_text(yaml.safe_dump(configuration))
+
+    def serve(self, admin: client.ApiClient) -> None:
+        self._api = admin
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        api, self._api = self._api, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if api is not None:
+            api.close()
+
+    def judge(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """A SubjectAccessReview's status for its ``spec``: allowed only if RBAC allows it once provisioned."""
+        api = self._api
+        namespace = (spec.get("resourceAttributes") or {}).get("namespace")
+        passed_by = api is None or RBAC_ONLY in (spec.get("extra") or {}) or spec.get("user") != PROVIDER_USER
+        if passed_by or not namespace or namespace in SYSTEM_NAMESPACES:
+            return {"allowed": False}
+        try:
+            found = client.CoreV1Api(api).read_namespace(namespace, _request_timeout=GRANT_REQUEST_TIMEOUT)
+            if found.metadata.deletion_timestamp is not None:
+                return {"allowed": False}
+            grant_runner_namespace(api, namespace)
+            if rbac_allows(api, spec):
+                return {"allowed": True, "reason": f"RBAC, once namespace {namespace} was provisioned"}
+        except ApiException as error:
+            if error.status != 404:
+                _log.warning("provisioning webhook: namespace %s: %s %s", namespace, error.status, error.reason)
+        except Exception as error:  # the server is stopping: no opinion, so RBAC's refusal stands
+            if self._api is not None:
+                _log.warning("provisioning webhook: namespace %s: %s", namespace, error)
+        return {"allowed": False}
+
+
+class _WebhookServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, webhook: ProvisioningWebhook) -> None:
+        super().__init__(("127.0.0.1", 0), _WebhookHandler)
+        self.webhook = webhook
+
+
+class _WebhookHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # the API server keeps its connection
+    disable_nagle_algorithm = True  # the body, written after the headers, must not wait for their ACK (40 ms)
+    server: _WebhookServer
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        status = self.server.webhook.judge(review.get("spec") or {})
+        body = json.dumps(
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "status": status}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -11,7 +11,11 @@ other components do for the objects the provider makes:
   honours ``restartPolicy``, and on graceful deletion stops the containers, waits for them within the grace
   period, and confirms with the final grace-0 delete (preconditioned on the pod's uid);
 - the namespace and service-account controllers: a new namespace gets its ``default`` ServiceAccount (without
-  it the API server's admission refuses every pod), and a deleted namespace is emptied, then finalized.
+  it the API server's admission refuses every pod), and a deleted namespace is emptied (what the test bed puts
+  there: pods, Secrets, ConfigMaps, ServiceAccounts, Roles and RoleBindings), then finalized;
+- a cluster admin's namespace provisioning, if given one (``provision_namespace``): called for each new
+  namespace as its creation is seen, before any other namespace event is handled, so that what it grants (the
+  provider's Role, cluster.py) is in force within milliseconds of the namespace's creation.
 
 An image from a registry under the reserved ``.invalid`` domain cannot be pulled (ErrImagePull, then
 ImagePullBackOff), so tests can reach that path. A node's bad moments can be staged too: pods that find no room
@@ -254,8 +258,14 @@ class Kubelet:
         *,
         schedule_delay: float = 0.1,
         restart_backoff: float = 1.0,
+        provision_namespace: Callable[[str, str], bool] | None = None,
     ) -> None:
+        """``provision_namespace(name, uid)``: what a new namespace gets before it is usable, True if it got
+        anything (recorded as ``namespace_provisioned``); it returns once that is in force."""
         self._core = client.CoreV1Api(api_client)
+        self._rbac = client.RbacAuthorizationV1Api(api_client)
+        self._provision_namespace = provision_namespace
+        self._provisioned: set[str] = set()  # uids of the namespaces provisioned: once each, whatever re-lists
         self._runtime = runtime or _IdleRuntime()
         self._schedule_delay = schedule_delay
         self._restart_backoff = restart_backoff
@@ -448,8 +458,10 @@ class Kubelet:
         self._core.patch_node_status(NODE_NAME, {"status": status}, _request_timeout=REQUEST_TIMEOUT)
 
     def _namespace_event(self, event_type: str, namespace: dict) -> None:
-        name = namespace["metadata"]["name"]
+        name, uid = namespace["metadata"]["name"], namespace["metadata"]["uid"]
         if event_type == "DELETED":
+            with self._lock:
+                self._provisioned.discard(uid)
             return
         if namespace["metadata"].get("deletionTimestamp"):
             with self._lock:
@@ -461,6 +473,32 @@ class Kubelet:
             account = {"metadata": {"name": "default"}}
             create = self._core.create_namespaced_service_account
             self._timers.call_later(0, lambda: self._call("service account", create, name, account))
+            self._provision(name, uid)
+
+    def _provision(self, name: str, uid: str) -> None:
+        """Here in the watch's own thread, not on a timer: the namespace's next event (and the next namespace)
+        waits for it, and nothing queues before it. A namespace deleted meanwhile needs nothing (404, or 403
+        while it terminates); any other failure is tried again shortly."""
+        with self._lock:
+            if self._provision_namespace is None or uid in self._provisioned or self._stopped.is_set():
+                return
+        try:
+            provisioned = self._provision_namespace(name, uid)
+        except ApiException as error:
+            if error.status in (403, 404):
+                return
+            _log.warning("kubelet stand-in: provisioning namespace %s failed: %s %s", name, error.status, error.reason)
+            self._timers.call_later(0.5, lambda: self._provision(name, uid))
+            return
+        except Exception as error:
+            if not self._stopped.is_set():
+                _log.warning("kubelet stand-in: provisioning namespace %s failed: %s", name, error)
+                self._timers.call_later(0.5, lambda: self._provision(name, uid))
+            return
+        with self._lock:
+            self._provisioned.add(uid)
+        if provisioned:
+            self._record("namespace_provisioned", "", name)
 
     def _empty_namespace(self, name: str) -> None:
         """The namespace controller: delete what is in it (pods gracefully), and finalize once it is empty."""
@@ -470,6 +508,8 @@ class Kubelet:
             (self._core.list_namespaced_secret, self._core.delete_namespaced_secret),
             (self._core.list_namespaced_config_map, self._core.delete_namespaced_config_map),
             (self._core.list_namespaced_service_account, self._core.delete_namespaced_service_account),
+            (self._rbac.list_namespaced_role_binding, self._rbac.delete_namespaced_role_binding),  # provisioning's
+            (self._rbac.list_namespaced_role, self._rbac.delete_namespaced_role),
         ):
             items = self._call("namespace listing", lister, name)
             if items is None:

@@ -12,7 +12,7 @@ from pulumi_actions_runners.github_budget import WINDOW_ENV
 
 from .cluster import SimulatedCluster
 from .github_apps import new_private_key
-from .github_double import GitHubDouble
+from .github_double import GitHubDouble, ListingOrder
 from .kube_apiserver import KubeApiServer
 from .runner import SimulatedRunners
 
@@ -47,6 +47,7 @@ class Simulator:
         api_server: KubeApiServer | None = None,
         fault_proxy: bool = True,
         app_token_lifetime: float = 3600.0,
+        listing_order: ListingOrder = "id",
     ) -> None:
         """``namespaces`` are made at start (a program that makes its own namespace needs none); ``api_server``
         is a running one to borrow (reset at stop), else the simulator starts its own. Without ``fault_proxy``
@@ -55,13 +56,15 @@ class Simulator:
         GitHub's rate-limit minute and hour (the limits stay GitHub's), so that a benchmark with grace periods
         scaled down by the same factor meets the budget as a real fleet would. A GitHub App (``app_id``,
         ``app_private_key``) is installed on the simulated organization; its installation tokens live
-        ``app_token_lifetime`` seconds."""
+        ``app_token_lifetime`` seconds. ``listing_order``: how GitHub's runner listings are ordered (GitHub
+        documents none)."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             read_only_credentials=(READ_ONLY_CREDENTIAL,),
             token_lifetime=token_lifetime,
             window_seconds=60.0 / time_scale,
             rate_limit_window_seconds=3600.0 / time_scale,
+            listing_order=listing_order,
         )
         self.github.apps.token_lifetime = app_token_lifetime
         self.app_id, self.app_private_key = APP_ID, new_private_key()

@@ -57,6 +57,9 @@ class SharedRunners:
     def list_runners(self) -> Iterator[dict[str, Any]]:
         return self._github.list_runners()
 
+    def registrations_of(self, names: list[str]) -> list[dict[str, Any]]:
+        return self._directory.registrations_of(self._github, names)
+
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
         return self._github.remove_runner(runner_id)
 

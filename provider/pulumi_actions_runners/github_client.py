@@ -191,8 +191,8 @@ class GitHubClient:
         return groups
 
     def runners_page(self, page: int, per_page: int = PAGE_SIZE) -> tuple[int, list[dict[str, Any]]]:
-        """One page of the scope's runners, in GitHub's order (by id), and how many the scope has in all: a
-        walk from the last page backwards (see registrations.py) needs both."""
+        """One page of the scope's runners, in GitHub's order (by id, it appears; registrations.py checks), and
+        how many the scope has in all: a walk from the last page backwards (see registrations.py) needs both."""
         params = {"per_page": per_page, "page": page}
         body = self._expect(200, "GET", self.target.runners_path, params=params).json()
         return int(body["total_count"]), body["runners"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
@@ -18,6 +19,10 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds: an API server that never answers must not hang a call
 MERGE_PATCH = "application/merge-patch+json"  # the client would send a JSON patch (a list of operations)
 CONNECTION_POOL_SIZE = 64  # a pool rotates hundreds of runners from as many threads; the default is 5 x cores
+# The API server's metadata-only form of an object (PartialObjectMetadata, what client-go's metadata informers
+# read): a Secret's labels without its data, so that judging whose a Secret is never reads another's credential.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_LIST_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
 class PodAlreadyExists(Exception):
@@ -27,6 +32,21 @@ class PodAlreadyExists(Exception):
 class PodRejected(Exception):
     """The API server refuses the runner's pod (a field of its pod template, an admission policy): nothing of the
     runner was made."""
+
+
+@dataclass(frozen=True)
+class SecretMetadata:
+    """A Secret as its metadata alone says (never its data)."""
+
+    name: str
+    uid: str
+    resource_version: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> SecretMetadata:
+        meta = item["metadata"]
+        return cls(meta["name"], meta["uid"], meta["resourceVersion"], dict(meta.get("labels") or {}))
 
 
 def load_api_client(kubeconfig: str | None) -> client.ApiClient:
@@ -63,14 +83,45 @@ class KubeClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def apply_secret(self, manifest: dict[str, Any]) -> None:
-        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    def create_secret(self, manifest: dict[str, Any]) -> bool:
+        """False if a Secret of the name exists (nothing was written)."""
         try:
-            self._core.create_namespaced_secret(namespace, manifest, _request_timeout=REQUEST_TIMEOUT)
+            self._core.create_namespaced_secret(
+                manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
+            )
         except ApiException as error:
-            if error.status != 409:
-                raise
-            self._core.replace_namespaced_secret(name, namespace, manifest, _request_timeout=REQUEST_TIMEOUT)
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    def replace_secret(self, manifest: dict[str, Any], resource_version: str) -> bool:
+        """Replace the Secret if it is still as read at ``resource_version``; False if it changed or went since
+        (nothing was written)."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        body = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": resource_version}}
+        try:
+            self._core.replace_namespaced_secret(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status in (404, 409):
+                return False
+            raise
+        return True
+
+    def read_secret_metadata(self, namespace: str, name: str) -> SecretMetadata | None:
+        try:
+            response = self._core.read_namespaced_secret(
+                name,
+                namespace,
+                _headers={"Accept": METADATA_ONLY},
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return SecretMetadata.of(json.loads(response.data))
 
     def create_pod(self, manifest: dict[str, Any]) -> None:
         try:
@@ -111,12 +162,16 @@ class KubeClient:
             namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
         ).items
 
-    def list_secret_labels(self, namespace: str, label_selector: str) -> dict[str, dict[str, str]]:
-        """The labels of each Secret that matches, by name (never their data)."""
-        secrets = self._core.list_namespaced_secret(
-            namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
-        ).items
-        return {secret.metadata.name: secret.metadata.labels or {} for secret in secrets}
+    def list_secret_metadata(self, namespace: str, label_selector: str) -> list[SecretMetadata]:
+        """The Secrets that match, by their metadata alone (never their data)."""
+        response = self._core.list_namespaced_secret(
+            namespace,
+            label_selector=label_selector,
+            _headers={"Accept": METADATA_LIST_ONLY},
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        return [SecretMetadata.of(item) for item in json.loads(response.data)["items"] or ()]  # null when empty
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise."""
@@ -141,12 +196,18 @@ class KubeClient:
             name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
         )
 
-    def delete_secret(self, namespace: str, name: str) -> None:
+    def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Gone afterwards (or before); with ``uid``, only that very Secret: False if another one holds the name
+        now (nothing was deleted)."""
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
         try:
-            self._core.delete_namespaced_secret(name, namespace, _request_timeout=REQUEST_TIMEOUT)
+            self._core.delete_namespaced_secret(name, namespace, body=body, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
+            if error.status == 409 and uid:
+                return False
             if error.status != 404:
                 raise
+        return True
 
 
 def describe(error: Exception) -> str:

@@ -23,6 +23,7 @@ JIT_CONFIG_KEY = "jitconfig"
 LABELS_KEY = "labels"
 JIT_TOKEN_HASH = "jit"  # what a just-in-time runner's pod carries for a token hash: it has no token
 MANAGED_BY = "pulumi-actions-runners"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 TOKEN_HASH_ANNOTATION = "actions-runners.pulumi.io/token-hash"
 SPEC_HASH_ANNOTATION = "actions-runners.pulumi.io/spec-hash"  # RunnerSpec.spec_hash: what the pod was made of
 RUNNER_LABEL = "actions-runners.pulumi.io/runner"
@@ -132,7 +133,7 @@ class RunnerSpec:
 def _labels(spec: RunnerSpec) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "actions-runner",
-        "app.kubernetes.io/managed-by": MANAGED_BY,
+        MANAGED_BY_LABEL: MANAGED_BY,
         RUNNER_LABEL: spec.runner_name,
         **({POOL_LABEL: spec.pool} if spec.pool else {}),
         **({OWNER_LABEL: spec.owner} if spec.owner else {}),
@@ -205,6 +206,9 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
         # so a runner whose registration was removed does not come back and register again.
         "restartPolicy": "Never" if spec.ephemeral else "OnFailure",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        # A job runs whatever a pull request's workflow says: with a token mounted, it could do whatever the pod's
+        # service account may in the cluster. A pod template that needs it sets automountServiceAccountToken.
+        "automountServiceAccountToken": False,
         "containers": [runner],
     }
     if spec.docker:

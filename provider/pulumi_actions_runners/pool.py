@@ -16,9 +16,10 @@ ADD      scale-up: a new name, started — once every new name has been found fr
          this pool (its ownership label): a name another runner holds fails the update before anything is
          touched.
 
-A live pod of the pool that its state does not list (made by an update cut short, or known to a state file that
-was lost) is taken in first: as it is when this pool made it with the current token and spec and its
-registration is the pool's own; as unknown otherwise, and then rotated.
+A live pod of the pool that its state does not list, or lists as older than it is (made by an update cut short,
+or known to a state file that was lost), is taken in first: as it is when this pool made it with the current
+token and spec and its registration is the pool's own (so that a rotation killed half-way is not done twice);
+otherwise a pod the state does not list is taken in as unknown, and then rotated.
 
 A runner that fails to start halts the rollout, as a Deployment's would: runners not taken down yet stay as they
 are, so a broken image or spec takes out at most ``max_unavailable`` of them.
@@ -40,8 +41,7 @@ from typing import Any, Protocol
 
 from .clock import Clock
 from .github_budget import content_creating_seconds
-from .github_client import PAGE_SIZE
-from .kube_client import PodAlreadyExists, describe
+from .kube_client import PodAlreadyExists, SecretMetadata, describe
 from .logs import POOL_THREAD_PREFIX
 from .manifests import POOL_LABEL, RunnerSpec, made_by, pod_manifest
 from .pod_state import pod_live
@@ -151,10 +151,14 @@ class PoolResult:
 class PoolGitHub(JitRegistry, Relabeler, Protocol):
     def list_runners(self) -> Iterable[dict[str, Any]]: ...
 
+    def registrations_of(self, names: list[str]) -> list[dict[str, Any]]:
+        """Every registration of these names, by lookups that cannot skip one: a "none" lets a name be taken."""
+        ...
+
 
 class PoolPods(PodCreator, PodRelabeler, Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
-    def list_secret_labels(self, namespace: str, label_selector: str) -> dict[str, dict[str, str]]: ...
+    def list_secret_metadata(self, namespace: str, label_selector: str) -> list[SecretMetadata]: ...
 
 
 class RolloutHalted(Exception):
@@ -267,7 +271,10 @@ def reconcile_pool(
     pool = _Pool(spec, github, pods, clock, timeouts)
     live = _live_pods(pool)
     runners = {runner.name: runner for runner in current}
-    runners |= _take_in(pool, {name: pod for name, pod in live.items() if name not in runners})
+    # Pods the state does not know, or knows as older than they are (a rotation whose provider was killed after
+    # it made them): taken in as they are where they are the pool's own, so that nothing is rotated twice.
+    unknown = {name: pod for name, pod in live.items() if name not in runners or _made_since(spec, runners[name], pod)}
+    runners |= _take_in(pool, unknown, runners)
     ended = {name for name in runners if name not in live}
     result = PoolResult(runners=[])
 
@@ -392,12 +399,15 @@ def _delete_orphan_secrets(pool: _Pool, keep: set[str]) -> None:
     """The pool's Secrets that no runner of it uses (a provider stopped between writing a Secret and creating its
     pod, a runner left out of the state): they hold a credential, so they go."""
     namespace = pool.spec.template.namespace
-    for name, labels in pool.pods.list_secret_labels(namespace, f"{POOL_LABEL}={pool.spec.name}").items():
-        if name not in keep and made_by(pool.spec.template, labels):
+    for secret in pool.pods.list_secret_metadata(namespace, f"{POOL_LABEL}={pool.spec.name}"):
+        if secret.name not in keep and made_by(pool.spec.template, secret.labels):
             log.info(
-                "pool %s: deleting Secret %s/%s, which no runner of the pool uses", pool.spec.name, namespace, name
+                "pool %s: deleting Secret %s/%s, which no runner of the pool uses",
+                pool.spec.name,
+                namespace,
+                secret.name,
             )
-            pool.pods.delete_secret(namespace, name)
+            pool.pods.delete_secret(namespace, secret.name, uid=secret.uid)  # that one, not one made since
 
 
 def _replace(
@@ -524,12 +534,18 @@ def _scale_down(
     return set(failed) | {runner.name for runner in waiting[:short]}  # the other busy ones are not surplus
 
 
-def _take_in(pool: _Pool, strays: dict[str, Any]) -> dict[str, PoolRunner]:
-    """Live pods of this pool that its state does not list (made by an update cut short, or known to a state
-    file that was lost): one this pool made with its current token and spec, whose registration is the pool's
-    own, is taken in as it is; any other is taken in as unknown, to be rotated the safe way."""
+def _made_since(spec: PoolSpec, runner: PoolRunner, pod: Any) -> bool:
+    """The state records the runner as out of date, but its pod was made as the pool is now specified."""
+    return not spec.up_to_date(runner) and made_as_specified(spec.runner(runner.name), pod)
+
+
+def _take_in(pool: _Pool, strays: dict[str, Any], known: dict[str, PoolRunner]) -> dict[str, PoolRunner]:
+    """Live pods of this pool that its state does not list, or lists as older than they are (made by an update
+    cut short, or known to a state file that was lost): one this pool made with its current token and spec,
+    whose registration is the pool's own, is taken in as it is; any other stays as the state has it, or, if the
+    state does not list it, is taken in as unknown, to be rotated the safe way."""
     matching = [name for name, pod in strays.items() if made_as_specified(pool.spec.runner(name), pod)]
-    registered = by_preferred_name(_registered(pool.github, matching)) if matching else {}
+    registered = by_preferred_name(pool.github.registrations_of(matching)) if matching else {}
     taken: dict[str, PoolRunner] = {}
     for name in sorted(strays):
         spec, registration = pool.spec.runner(name), registered.get(name)
@@ -538,7 +554,7 @@ def _take_in(pool: _Pool, strays: dict[str, Any]) -> dict[str, PoolRunner]:
             taken[name] = PoolRunner(
                 name, int(registration["id"]), spec.token_hash, spec.spec_hash, spec.ephemeral, spec.shape_hash
             )
-        else:
+        elif name not in known:
             log.info("pool %s: %s is this pool's but not as now specified, or not registered: rotated", spec.pool, name)
             taken[name] = PoolRunner(name, None, None, None, None)
     return taken
@@ -547,26 +563,11 @@ def _take_in(pool: _Pool, strays: dict[str, Any]) -> dict[str, PoolRunner]:
 def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]]:
     """The registrations of the names that are this pool's own; RunnerNameTaken, before anything is touched, if
     a runner this pool does not own holds any of them."""
-    registered = _registered(pool.github, names) if names else []
+    registered = pool.github.registrations_of(names) if names else []
     foreign = [r for r in registered if not owns(RunnerLocation.of(pool.spec.runner(r["name"]), None), r)]
     if foreign:
         raise RunnerNameTaken(pool.spec.template, sorted(foreign, key=lambda r: r["name"]))
     return by_preferred_name(registered)
-
-
-def _registered(github: PoolGitHub, names: list[str]) -> list[dict[str, Any]]:
-    """The registrations of these names: from one listing of the scope while that costs fewer calls than asking
-    for each name, which it falls back to once the listing has taken as many pages as there are names."""
-    if len(names) > 1:
-        wanted, listed = set(names), []
-        for count, registration in enumerate(github.list_runners(), start=1):
-            if registration["name"] in wanted:
-                listed.append(registration)
-            if count >= (len(names) - 1) * PAGE_SIZE:
-                break  # a scope this large is cheaper to ask by name
-        else:
-            return listed
-    return [registration for name in names if (registration := github.find_runner(name)) is not None]
 
 
 def _live_pods(pool: _Pool, *, others_fail: bool = True) -> dict[str, Any]:

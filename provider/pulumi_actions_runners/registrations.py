@@ -7,17 +7,25 @@ budget; a listing that pages through 2,000 runners of other teams for 4 of ours 
 the directory weighs the recent askers against the known size of the scope and either lets each ask by name
 or walks pages that answer them all.
 
-GitHub pages runners in id order, and ids only grow: a runner registered after some id was seen is on the last
-pages. A caller that can say which registrations matter to it (``newer_than``: an id below all of them, such
-as a `mark` taken before its pod was made, or the id of the registration it watches, minus one) is answered
-from a *tail*: the pages from the last one back to the first page that reaches that id, at a cost that does
-not grow with the other runners of the scope. A caller that says nothing needs every registration of its name:
-a lookup by name, or the whole listing.
+GitHub's listing appears to page runners in id order, and ids only grow: a runner registered after some id was
+seen is then on the last pages. GitHub documents no order, so the directory checks it on every page it reads (ids
+ascending within a page and from page to page; now and then a tail reads page 1 too, which must hold lower ids)
+and, once a listing of the scope has shown another order, reads whole listings or asks by name from then on;
+waiters confirm a "not listed" by name before they act on it. A caller that can say which registrations matter
+to it (``newer_than``: an id below all of them, such as a `mark` taken before its pod was made, or the id of the
+registration it watches, minus one) is answered from a *tail*: the pages from the last one back to the first page
+that reaches that id, at a cost that does not grow with the other runners of the scope. A caller that says
+nothing needs every registration of its name: a lookup by name, or the whole listing.
 
 A tail walked from the last page backwards misses no runner above its floor that existed throughout the walk:
 a removal moves runners to lower positions only, into pages still to come, and a runner registered meanwhile
 has an id above every one seen. (A listing walked forwards may skip a runner that moves onto a page already
 read; that is why a lookup whose "none" may let a pod go asks by name, never from shared pages.)
+
+A name may be declared free only by a lookup that cannot skip it: by name, or `registrations_of`'s whole
+listing walked from its last page back to its first with its id order checked (a removal moves runners onto pages
+still to come; a runner moved onto a page already read needs a registration inserted before it, and that one,
+with an id above every other, then shows out of order on a page read later).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Protocol
 
 from .github_client import PAGE_SIZE, preferred
@@ -42,6 +51,9 @@ ARRIVALS_SECONDS = 1.0
 LISTING_WAIT_SECONDS = 960.0
 LISTING_PATIENCE_SECONDS = 30.0  # how often a long wait for it says so
 MAX_RESTARTS = 3  # a tail that finds the scope's last page moved starts again from the new one, this often at most
+# A tail's pages may look in id order by chance (names registered in the order they sort): this often a tail also
+# reads page 1, which in id order holds only ids below the tail's.
+ORDER_CHECK_SECONDS = 30.0
 EVERY = -1  # a floor below every id: all registrations of the name matter
 _PROBE = math.inf  # the floor of a walk that only needs the last page (the highest id)
 
@@ -50,6 +62,10 @@ log = logging.getLogger(__name__)
 
 class ListingTimedOut(Exception):
     pass
+
+
+class OutOfOrder(Exception):
+    """A listing's pages are not in id order: a walk that relied on the order cannot say what it missed."""
 
 
 class RunnerLister(Protocol):
@@ -91,6 +107,8 @@ class RunnerDirectory:
         self._ids: list[int] = []  # ids seen above ``_ids_floor`` (to estimate where a floor lies in the pages)
         self._ids_floor: float = _PROBE
         self._last_mark = -math.inf
+        self._in_id_order = True  # until a page of the scope shows otherwise
+        self._order_checked_at = -math.inf  # when a tail last read page 1 too
 
     # -- asking ------------------------------------------------------------------------------------------
 
@@ -152,6 +170,72 @@ class RunnerDirectory:
         with self._changed:
             return self._highest
 
+    def registrations_of(self, github: RunnerLister, names: list[str]) -> list[dict[str, Any]]:
+        """Every registration of these names, from lookups that cannot skip one (its "none" lets a name be
+        taken): the whole listing read from its last page back to its first while the scope lists in id order
+        and that costs fewer calls than a lookup by name for each; else by name."""
+        wanted = set(names)
+        if len(wanted) > 1 and self._in_id_order:
+            try:
+                listed = self._whole_listing_backward(github, max_pages=len(wanted) - 1)
+            except OutOfOrder:
+                listed = None
+            if listed is not None:
+                return [r for r in listed if r["name"] in wanted]
+        return [registration for name in names if (registration := github.find_runner(name)) is not None]
+
+    def _whole_listing_backward(self, github: RunnerLister, max_pages: int) -> list[dict[str, Any]] | None:
+        """Every page from the last to the first (None once that would take more than ``max_pages`` calls, or
+        the scope keeps moving past a page). OutOfOrder if the pages are not in id order. Kept apart from what the
+        shared walks learn of the scope: fed with it, they planned deeper tails (bench/rotation.py, a pool of 50
+        among 2,000: 8 listing pages for its rotation instead of 3)."""
+        calls = 0
+        with self._changed:
+            total = self._total
+        if total is None:  # where the last page is, page 1 says (and page 1 is read again last)
+            total, first = github.runners_page(1)
+            calls += 1
+            if total <= PAGE_SIZE:
+                return first
+        last = max(1, math.ceil(total / PAGE_SIZE))
+        for _ in range(MAX_RESTARTS + 1):
+            if calls + last > max_pages:
+                return None
+            runners: dict[int, dict[str, Any]] = {}
+            page = last
+            while page >= 1:
+                last, found = self._fetch(github, page, learn=False)
+                calls += 1
+                if not runners and page != last:
+                    break  # the scope grew or shrank past a page since it was counted: from its new last page
+                self._check_below(found, runners, page)
+                runners |= {int(r["id"]): r for r in found}
+                page -= 1
+            if page == 0:
+                return list(runners.values())
+        return None
+
+    def _check_below(self, found: list[dict[str, Any]], later: dict[int, dict[str, Any]], page: int) -> None:
+        """A page read after the pages behind it: runners not seen already must have lower ids than all of those
+        (a removal meanwhile may bring some of theirs onto it). OutOfOrder, said once, if not."""
+        new = [int(r["id"]) for r in found if int(r["id"]) not in later]
+        if later and new and max(new) > min(later):
+            self._out_of_order(f"page {page} lists id {max(new)} before id {min(later)} on a later page")
+
+    def _out_of_order(self, evidence: str) -> None:
+        """From now on no answer relies on the order. Raises OutOfOrder."""
+        with self._changed:
+            if self._in_id_order:
+                self._in_id_order = False
+                log.info(
+                    "GitHub lists this scope's runners out of id order (%s): runners are looked up by name or in "
+                    "whole listings from now on",
+                    evidence,
+                )
+            if self._last is not None and self._last.coverage > EVERY:
+                self._last = None  # a tail read relied on the order
+        raise OutOfOrder(evidence)
+
     # -- choosing ----------------------------------------------------------------------------------------
 
     def _active(self, now: float) -> list[_Asker]:
@@ -205,7 +289,7 @@ class RunnerDirectory:
         if self._total is None:
             return 1.5  # unknown: one page, or more; the first page says, and the walk is then weighed again
         pages = max(1, math.ceil(self._total / PAGE_SIZE))
-        if floor <= EVERY:
+        if floor <= EVERY or not self._in_id_order:  # out of id order, a tail proves nothing: every page
             return float(pages)
         if not self._ids:  # no tail seen yet: one page or more; a tail weighs itself page by page
             return min(float(pages), 1.5)
@@ -227,6 +311,8 @@ class RunnerDirectory:
                 self._forward(github, walk, 1)
             else:
                 self._backward(github, walk)
+        except OutOfOrder:
+            walk.aborted = True  # its callers ask by name; later walks read whole listings
         except BaseException:
             with self._changed:
                 walk.aborted = walk.done = True
@@ -240,22 +326,32 @@ class RunnerDirectory:
                 self._last = walk
             self._changed.notify_all()
 
-    def _fetch(self, github: RunnerLister, page: int) -> tuple[int, list[dict[str, Any]]]:
-        """(the scope's last page, runners) of one page; what it says about the scope is kept."""
+    def _fetch(
+        self, github: RunnerLister, page: int, *, in_order: bool = True, learn: bool = True
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """(the scope's last page, runners) of one page; with ``learn``, what it says about the scope is kept.
+        With ``in_order`` (a walk that relies on the order), OutOfOrder if its ids do not ascend."""
         total, runners = github.runners_page(page)
+        if learn:
+            self._seen_page(total, runners)
+        ids = [int(r["id"]) for r in runners]
+        if in_order and any(a >= b for a, b in pairwise(ids)):
+            self._out_of_order(f"page {page} lists id {max(ids)} before id {min(ids)}")
+        return max(1, math.ceil(total / PAGE_SIZE)), runners
+
+    def _seen_page(self, total: int, runners: list[dict[str, Any]]) -> None:
         with self._changed:
             self._total = total
             if total == 0:
                 self._saw(0)  # an empty scope: every registration to come has a higher id
             if runners:
                 self._saw(max(int(r["id"]) for r in runners))
-        return max(1, math.ceil(total / PAGE_SIZE)), runners
 
     def _forward(self, github: RunnerLister, walk: _Walk, page: int, seen: Iterable[dict] = ()) -> None:
         """Every page, from ``page`` on (as GitHub's own pagination goes)."""
         runners = list(seen)
         while True:
-            last, found = self._fetch(github, page)
+            last, found = self._fetch(github, page, in_order=False)
             runners += found
             if page >= last or not found:
                 break
@@ -285,6 +381,7 @@ class RunnerDirectory:
             if not runners and page != last and restarts < MAX_RESTARTS:
                 page, restarts = last, restarts + 1  # the scope grew or shrank past a page since it was counted
                 continue
+            self._check_below(found, {int(r["id"]): r for r in runners}, page)
             runners += found
             lowest = min((int(r["id"]) for r in found), default=None)
             with self._changed:
@@ -297,6 +394,10 @@ class RunnerDirectory:
                 if not self._worth_going_on(walk, self._pages_left(walk, runners, page)):
                     return
             page -= 1
+        checking = walk.floor != _PROBE and coverage > EVERY  # a probe wants the highest id, whatever the order
+        if checking and time.monotonic() - self._order_checked_at >= ORDER_CHECK_SECONDS:
+            self._order_checked_at = time.monotonic()
+            self._check_below(self._fetch(github, 1)[1], {int(r["id"]): r for r in runners}, 1)
         self._publish(walk, runners, coverage)
 
     @staticmethod

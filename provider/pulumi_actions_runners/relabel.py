@@ -43,7 +43,10 @@ def relabel_runner(
         )
     if runner_id is None:
         return "its registration's id is not known"
-    if not github.set_labels(runner_id, spec.registration_labels):
+    # GitHub's PUT replaces every custom label. config.sh gives a token runner read-only defaults, which stay; a
+    # just-in-time runner has only the labels generate-jitconfig was given, all custom, "self-hosted" among them.
+    labels = spec.jit_labels if spec.jit_config else spec.registration_labels
+    if not github.set_labels(runner_id, labels):
         return "GitHub refused to relabel it"
     if not spec.jit_config:
         pods.set_secret_value(spec.namespace, spec.secret_name, LABELS_KEY, labels_value(spec))

@@ -32,10 +32,10 @@ from .manifests import (
     RunnerSpec,
     made_by,
     pod_manifest,
-    secret_manifest,
 )
 from .pod_state import pod_finished, pod_live, pod_stuck, why_not_running
 from .registration_tokens import StartTokens
+from .runner_secret import SecretApi, write_runner_secret
 from .teardown import (
     PodApi,
     RunnerLocation,
@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 REGISTRATION_POLL_FIRST_SECONDS = 0.25
 REGISTRATION_POLL_STEADY_FOR_SECONDS = 1.0
 REGISTRATION_POLL_MAX_SECONDS = 5.0
+# Listings are read from their last pages, which GitHub documents nothing about: a runner not seen there this long
+# is asked for by name, and again at doubling intervals (and at the deadline), so no order can hide it for good.
+REGISTRATION_CONFIRM_FIRST_SECONDS = 10.0
 
 
 class RunnerDidNotRegister(Exception):
@@ -82,9 +85,8 @@ class RunnerNameTaken(Exception):
         )
 
 
-class PodCreator(PodApi, Protocol):
+class PodCreator(PodApi, SecretApi, Protocol):
     def validate_pod(self, manifest: dict[str, Any]) -> None: ...
-    def apply_secret(self, manifest: dict[str, Any]) -> None: ...
     def create_pod(self, manifest: dict[str, Any]) -> None: ...
 
 
@@ -156,7 +158,8 @@ def start_runner(
             credential = tokens.for_start()
         else:
             raise ValueError(f"runner {spec.runner_name} has neither a registration token nor jit_config")
-        pods.apply_secret(secret_manifest(spec, credential))
+        # SecretNotOurs if one of the name is another's: a just-in-time registration made for it is removed below.
+        write_runner_secret(pods, spec, credential)
         # Registered from here on: the last pages of the listing say when it is online, whatever else is there.
         newer_than = jit.runner_id - 1 if jit else github.registration_mark()
         if ours is not None and newer_than is not None and not jit:
@@ -304,11 +307,21 @@ def _wait_registered(
     started = clock.monotonic()
     deadline = started + timeout
     delay = REGISTRATION_POLL_FIRST_SECONDS
+    confirm_gap = REGISTRATION_CONFIRM_FIRST_SECONDS
+    confirm_at = started + confirm_gap
+
+    def online(found: dict[str, Any] | None) -> bool:
+        # Online, and not an old offline registration of the same name (nor, for JIT, another one's).
+        return found is not None and found.get("status") == "online" and expected_id in (None, found["id"])
+
     while True:
         clock.sleep(delay)
         found = github.find_runner(spec.runner_name, max_age=delay, newer_than=newer_than)  # shared with others
-        # Online, and not an old offline registration of the same name (nor, for JIT, another one's).
-        if found is not None and found.get("status") == "online" and expected_id in (None, found["id"]):
+        if not online(found) and clock.monotonic() >= min(confirm_at, deadline):
+            found = github.find_runner(spec.runner_name)  # by name: what the shared listing missed
+            confirm_gap *= 2
+            confirm_at = clock.monotonic() + confirm_gap
+        if found is not None and online(found):
             return int(found["id"])
         if clock.monotonic() - started < REGISTRATION_POLL_STEADY_FOR_SECONDS:
             continue  # its pod is looked at from then on: a container that fails to start takes that long anyway

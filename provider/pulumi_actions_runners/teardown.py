@@ -33,8 +33,9 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import RemoveOutcome
 from .logs import ROUTINE
-from .manifests import RunnerSpec, owner_label
+from .manifests import OWNER_LABEL_PREFIX, RunnerSpec, owner_label
 from .pod_state import pod_finished
+from .runner_secret import SecretApi, delete_runner_secret
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,9 @@ class NoLimit:
 NO_LIMIT = NoLimit()
 
 
-class PodApi(Protocol):
+class PodApi(SecretApi, Protocol):
     def read_pod(self, namespace: str, name: str) -> Any: ...
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
-    def delete_secret(self, namespace: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,7 @@ class RunnerLocation:
     runner_id: int | None
     ephemeral: bool
     owner_label: str | None = None  # the label its registrations carry; None if it was made before they did
+    pool: str = ""  # the RunnerPool it belongs to, if any (its pod's and Secret's labels say so)
 
     @classmethod
     def of(cls, spec: RunnerSpec, runner_id: int | None, ephemeral: bool | None = None) -> RunnerLocation:
@@ -123,7 +124,21 @@ class RunnerLocation:
         registration made before ownership labels existed is proven ours by the id in state.)"""
         made_ephemeral = spec.ephemeral if ephemeral is None else ephemeral
         label = owner_label(spec.owner) if spec.owner else None
-        return cls(spec.namespace, spec.pod_name, spec.secret_name, spec.runner_name, runner_id, made_ephemeral, label)
+        return cls(
+            spec.namespace,
+            spec.pod_name,
+            spec.secret_name,
+            spec.runner_name,
+            runner_id,
+            made_ephemeral,
+            label,
+            spec.pool,
+        )
+
+    @property
+    def owner(self) -> str | None:
+        """The resource's ownership id, as its pod's and Secret's labels carry it."""
+        return self.owner_label.removeprefix(OWNER_LABEL_PREFIX) if self.owner_label else None
 
 
 def owns(runner: RunnerLocation, registration: dict[str, Any]) -> bool:
@@ -173,7 +188,7 @@ def tear_down_runner(
     _unregister(runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits, report)
     unregistered_at = clock.monotonic()  # the grace period counts from here
     # Without its Secret the container cannot start again, so it cannot register again with the token.
-    pods.delete_secret(runner.namespace, runner.secret_name)
+    delete_runner_secret(pods, runner.namespace, runner.secret_name, runner.runner_name, runner.pool, runner.owner)
 
     if pod_running and timeouts.grace_period_seconds > 0:
         report.states.append(TeardownState.GRACE)
@@ -232,6 +247,9 @@ def _unregister(
     looked_up = False
     permits.acquire(runner.runner_name)
     deadline = clock.monotonic() + timeout  # for the runner's jobs, not for its turn among the pool's
+    # Kept from one 422 to the next: asked again at once whenever a listing says idle, a runner taking job after
+    # job would get a RemoveRunner twice a second, each costing 5 points of the pool's budget.
+    delay = BUSY_POLL_FIRST_SECONDS
     while True:
         if runner_id is None:
             if looked_up:
@@ -254,7 +272,7 @@ def _unregister(
             continue
         report.busy_answers += 1
         permits.release()  # a busy runner stays in service: another one may be taken out meanwhile
-        _wait_until_idle(runner, runner_id, github, clock, deadline, timeout)
+        delay = _wait_until_idle(runner, runner_id, github, clock, deadline, timeout, delay)
         permits.acquire(runner.runner_name)
 
 
@@ -285,10 +303,14 @@ def _wait_until_idle(
     clock: Clock,
     deadline: float,
     timeout: float,
-) -> None:
+    delay: float,
+) -> float:
     """Until the listing shows the runner idle (or gone): a page of it costs 1 point for up to 100 runners and
     is shared by every runner waited on, where asking RemoveRunner again costs 5 for each. RemoveRunner, asked
-    again afterwards, stays the guard: a job that starts in between gets another 422."""
+    again afterwards, stays the guard: a job that starts in between gets another 422. Polls start ``delay``
+    apart and grow; returns the delay to go on with, so that RemoveRunner is never asked more often than that.
+    A runner the listing does not show is looked up by name before it counts as gone: GitHub documents no
+    order for the listing, whose last pages are read here."""
     log.info(
         "runner %s is running a job (RemoveRunner answered 422); its pod is left alone until the job ends "
         "(at most %.0f s more, of unregister_timeout_seconds %.0f s)",
@@ -296,7 +318,6 @@ def _wait_until_idle(
         max(deadline - clock.monotonic(), 0.0),
         timeout,
     )
-    delay = BUSY_POLL_FIRST_SECONDS
     while True:
         left = deadline - clock.monotonic()
         if left <= 0:
@@ -307,11 +328,14 @@ def _wait_until_idle(
             )
         clock.sleep(min(delay, left))
         found = github.find_runner(runner.runner_name, max_age=delay, newer_than=runner_id - 1)
+        if found is None:
+            found = github.find_runner(runner.runner_name)  # by name: a tail that missed it proves nothing
+        next_delay = min(delay * 1.25, BUSY_POLL_MAX_SECONDS)
         if found is None or (found["id"] == runner_id and not found.get("busy")):
-            return
+            return next_delay
         if found["id"] != runner_id and delay >= BUSY_POLL_MAX_SECONDS:
-            return  # the listing shows another registration of the name: now and then RemoveRunner itself is asked
-        delay = min(delay * 1.25, BUSY_POLL_MAX_SECONDS)
+            return next_delay  # another registration of the name is listed: now and then RemoveRunner is asked
+        delay = next_delay
 
 
 def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> None:
