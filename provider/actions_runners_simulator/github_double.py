@@ -43,8 +43,9 @@ _log = logging.getLogger(__name__)
 
 _TOKEN_ALPHABET = string.ascii_uppercase + string.digits
 _READ_ONLY_LABELS = ("self-hosted", "Linux", "X64")
-# GitHub documents no order for its runner listings. It appears to list by id ("id", the default); the others
-# are there so that the suite proves the provider does not depend on that.
+# GitHub documents no order for its runner listings (the REST reference's "List self-hosted runners for a
+# repository/organization" names only name, per_page and page). It appears to list by id ("id", the default);
+# the others are there so that the suite proves the provider does not depend on that.
 ListingOrder = Literal["id", "name", "newest_first"]
 LISTING_ORDERS: tuple[ListingOrder, ...] = ("id", "name", "newest_first")
 _DOCS = "https://docs.github.com/rest"
@@ -380,6 +381,37 @@ class _RunnerRegistry:
             elif self._listing_order == "newest_first":
                 runners.reverse()
             return [r.as_json() | ({"scope": r.scope} if with_scope else {}) for r in runners]
+
+    def restore(self, scope: str, tokens: dict[str, float], runners: Sequence[dict[str, Any]]) -> None:
+        """GitHubDouble.restore, for one scope."""
+        with self._lock:
+            for token, seconds in tokens.items():
+                self._tokens[token] = (scope, time.monotonic() + seconds)
+            for runner in sorted(runners, key=lambda r: int(r["id"])):
+                runner_id, name = int(runner["id"]), str(runner["name"])
+                if runner_id < self._next_runner_id:
+                    raise ValueError(f"runner id {runner_id} is not above the ids given ({self._next_runner_id})")
+                if any(r.scope == scope and r.name == name for r in self._runners.values()):
+                    raise ValueError(f"a runner named {name!r} exists in {scope}")
+                labels = [
+                    {"id": self._label_ids.setdefault(label["name"], len(self._label_ids) + 1)}
+                    | {"name": label["name"], "type": label["type"]}
+                    for label in runner["labels"]
+                ]
+                online, jit_secret = runner.get("online", True), runner.get("jit_secret")
+                self._runners[runner_id] = _Runner(
+                    runner_id,
+                    name,
+                    scope,
+                    bool(runner["ephemeral"]),
+                    labels,
+                    _Unattached(),
+                    status="online" if online else "offline",
+                    jit_secret=jit_secret,
+                    jit_used=bool(online and jit_secret),
+                    runner_group_id=int(runner.get("runner_group_id", _DEFAULT_RUNNER_GROUP_ID)),
+                )
+                self._next_runner_id = runner_id + 1
 
     def close(self) -> None:
         with self._lock:
@@ -1271,33 +1303,4 @@ class GitHubDouble:
         running elsewhere), False offline until a runner takes it over (config.sh --replace keeps its id) or,
         given ``jit_secret`` (the secret its just-in-time config carries), connects with that config. Ids must be
         above every id this double gave, so listings keep id order; later registrations get higher ids."""
-        scope = self._scope_of(github_url)
-        registry = self._registry
-        with registry._lock:
-            for token, seconds in (tokens or {}).items():
-                registry._tokens[token] = (scope, time.monotonic() + seconds)
-            for runner in sorted(runners, key=lambda r: int(r["id"])):
-                runner_id, name = int(runner["id"]), str(runner["name"])
-                if runner_id < registry._next_runner_id:
-                    raise ValueError(f"runner id {runner_id} is not above the ids given ({registry._next_runner_id})")
-                if any(r.scope == scope and r.name == name for r in registry._runners.values()):
-                    raise ValueError(f"a runner named {name!r} exists in {scope}")
-                labels = [
-                    {"id": registry._label_ids.setdefault(label["name"], len(registry._label_ids) + 1)}
-                    | {"name": label["name"], "type": label["type"]}
-                    for label in runner["labels"]
-                ]
-                online, jit_secret = runner.get("online", True), runner.get("jit_secret")
-                registry._runners[runner_id] = _Runner(
-                    runner_id,
-                    name,
-                    scope,
-                    bool(runner["ephemeral"]),
-                    labels,
-                    _Unattached(),
-                    status="online" if online else "offline",
-                    jit_secret=jit_secret,
-                    jit_used=bool(online and jit_secret),
-                    runner_group_id=int(runner.get("runner_group_id", _DEFAULT_RUNNER_GROUP_ID)),
-                )
-                registry._next_runner_id = runner_id + 1
+        self._registry.restore(self._scope_of(github_url), tokens or {}, runners)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from .clock import Clock
 from .github_client import DEFAULT_RUNNER_GROUP_ID, JitConfig
@@ -310,7 +310,7 @@ def _wait_registered(
     confirm_gap = REGISTRATION_CONFIRM_FIRST_SECONDS
     confirm_at = started + confirm_gap
 
-    def online(found: dict[str, Any] | None) -> bool:
+    def online(found: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
         # Online, and not an old offline registration of the same name (nor, for JIT, another one's).
         return found is not None and found.get("status") == "online" and expected_id in (None, found["id"])
 
@@ -321,7 +321,7 @@ def _wait_registered(
             found = github.find_runner(spec.runner_name)  # by name: what the shared listing missed
             confirm_gap *= 2
             confirm_at = clock.monotonic() + confirm_gap
-        if found is not None and online(found):
+        if online(found):
             return int(found["id"])
         if clock.monotonic() - started < REGISTRATION_POLL_STEADY_FOR_SECONDS:
             continue  # its pod is looked at from then on: a container that fails to start takes that long anyway
