@@ -110,7 +110,7 @@ def rotate(
     foreign: int = 0,
 ) -> Rotation:
     time_scale = REAL_GRACE_SECONDS / grace
-    with Simulator(token_lifetime=2000, time_scale=time_scale, fault_proxy=False) as sim:
+    with Simulator(token_lifetime=2000, time_scale=time_scale, runner_speedup=time_scale, fault_proxy=False) as sim:
         sim.register_other_team(foreign)
         env = {**os.environ, **sim.provider_env}
         with MiniEngine(ROOT, env=env) as engine:

@@ -244,10 +244,20 @@ KUBE_CALLS = [("POST", PODS), ("GET", POD), ("DELETE", POD), ("GET", PODS), ("PO
 KUBE_CALLS += [("PUT", SECRET), ("DELETE", SECRET)]
 
 
+def _kill_idle_runners(rng: random.Random, sim: Simulator, count: int, *, whole: bool) -> str:
+    """Idle runners of ours killed now (a busy one's job would be lost by the world, not by the provider): the
+    whole container (OOM), or the listener alone; their sessions are left behind."""
+    names = sorted(r["name"] for r in sim.github.runners() if r["status"] == "online" and not r["busy"])
+    kill = sim.runners.crash if whole else sim.runners.kill_listener
+    killed = [name for name in rng.sample(names, min(count, len(names))) if kill(NAMESPACE, name, idle_only=True)]
+    return f"{'containers' if whole else 'listeners'} of {len(killed)} idle runners killed ({', '.join(killed)})"
+
+
 def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
     """Stage one fault: its description, and how many requests or pods it is for."""
     kinds = {"gh5xx": 3, "gh403": 2, "gh429": 2, "primary": 1, "gh_timeout": 0.5, "gh_reset": 2, "gh_lost": 2}
     kinds |= {"k5xx": 3, "k409": 1, "k_timeout": 0.3, "k_lost": 2, "stuck": 1.5, "unscheduled": 1, "unpullable": 1}
+    kinds |= {"slow_removal": 1, "runner_crash": 1, "listener_killed": 0.5}
     kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
     method, path = rng.choice(GITHUB_CALLS)
     at = f"GitHub {method} {path}"
@@ -277,6 +287,12 @@ def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
         method, path = rng.choice([("DELETE", RUNNER_ITEM), ("POST", JIT), ("POST", REGISTRATION_TOKEN)])
         sim.github.lose_next_answer(method=method, path_regex=path)
         return f"answer lost at GitHub {method} {path}", count
+    if kind == "slow_removal":
+        forever = rng.random() < 0.3
+        sim.runners.linger_after_removal(count, forever=forever)
+        return f"{count} runners removed while idle linger {'for ever' if forever else 'the slow path'}", count
+    if kind in ("runner_crash", "listener_killed"):
+        return _kill_idle_runners(rng, sim, count, whole=kind == "runner_crash"), count
     method, path = rng.choice(KUBE_CALLS)
     at = f"Kubernetes {method} {path}"
     if kind == "k5xx":
@@ -644,6 +660,7 @@ def main() -> int:
         Simulator(
             token_lifetime=TOKEN_LIFETIME_SECONDS,
             time_scale=TIME_SCALE,
+            runner_speedup=TIME_SCALE,
             schedule_delay=0.05,
             app_token_lifetime=APP_TOKEN_LIFETIME_SECONDS,
         ) as sim,

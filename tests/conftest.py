@@ -18,6 +18,8 @@ from actions_runners_simulator.tools import tool_dirs
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM_DIR = ROOT / "programs" / "runners"
+# The suite's runners live this many times as fast as actions/runner's own durations (runner.RunnerTimings).
+RUNNER_SPEEDUP = 100.0
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +42,9 @@ def kube_api_server() -> Iterator[KubeApiServer]:
 
 
 def quick_simulator(kube_api_server: KubeApiServer, **overrides: Any) -> Simulator:
-    """A simulator on the session's API server whose pods and runners start and stop in hundredths of a second."""
-    settings = {"token_lifetime": 2000, "schedule_delay": 0.05, "boot_seconds": 0.02, "stop_seconds": 0.02}
+    """A simulator on the session's API server whose runners live RUNNER_SPEEDUP times as fast as actions/runner
+    (registered in hundredths of a second; a stale session lapses in 3 s, a dead runner's job in 6 s)."""
+    settings = {"token_lifetime": 2000, "schedule_delay": 0.05, "runner_speedup": RUNNER_SPEEDUP}
     return Simulator(api_server=kube_api_server, **{**settings, **overrides})
 
 

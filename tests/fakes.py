@@ -30,10 +30,13 @@ class FakePodProcess:
     container: str = "runner"
     image: str = "ghcr.io/actions/actions-runner:2.329.0"
     restart_policy: str = "Never"
+    command: tuple[str, ...] = ()
     exit_codes: list[int] = field(default_factory=list)
+    last_log_lines: list[str] = field(default_factory=list)
 
     def exited(self, exit_code: int, last_log_line: str = "") -> None:
         self.exit_codes.append(exit_code)
+        self.last_log_lines.append(last_log_line)
 
 
 class FakeClock:

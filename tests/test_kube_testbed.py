@@ -22,9 +22,10 @@ from actions_runners_simulator.kube_apiserver import (
     RUNNER_NAMESPACE_RULES,
     SYSTEM_NAMESPACES,
 )
-from actions_runners_simulator.runner import INPUT, SimulatedRunners
+from actions_runners_simulator.runner import INPUT, SIGTERM_EXIT, RunnerTimings, SimulatedRunners
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners.kube_client import MERGE_PATCH, KubeClient, PodRejected
+from pulumi_actions_runners.manifests import RUNNER_COMMAND
 from tests.conftest import ROOT, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token
@@ -145,20 +146,28 @@ def test_an_init_container_that_cannot_start_holds_back_the_containers_after_it(
     assert not [e for e in sim.kube.events() if e["name"] == "held" and e["type"] == "container_started"]
 
 
-def test_a_runner_stopped_before_it_registered_never_registers(sim: Simulator) -> None:
-    """SIGTERM between the container's start and config.sh: the runner must not register afterwards, which
-    would leave GitHub an online runner without a pod."""
-    runners = SimulatedRunners(sim.github, boot_seconds=0.3, stop_seconds=0.01)
-    env = {f"{INPUT}URL": sim.repo_url, f"{INPUT}NAME": "late", f"{INPUT}TOKEN": new_token(sim)}
-    process = FakePodProcess(env=env)
+def runner_env(sim: Simulator, name: str) -> dict[str, str]:
+    return {f"{INPUT}URL": sim.repo_url, f"{INPUT}NAME": name, f"{INPUT}TOKEN": new_token(sim)}
 
-    runners.start(process)
-    runners.terminate(process)
 
-    wait_until(lambda: process.exit_codes, "the container to stop")
-    time.sleep(0.5)  # past the boot
-    assert process.exit_codes == [0] and runners.registrations_refused == []
-    assert sim.github.runners() == [] and runners.jobs_killed == []
+def test_sigterm_during_config_sh(sim: Simulator) -> None:
+    """Without a TERM trap the shell, PID 1, drops the signal: the runner registers and comes online after its
+    stop (the unkind truth). With the provider's command (manifests.STOP_BEFORE_RUN) the trap runs once
+    config.sh returns: the container exits 143, its registration offline, never listening."""
+    runners = SimulatedRunners(sim.github, timings=RunnerTimings(config_seconds=0.3).faster(1))
+    untrapped = FakePodProcess(name="untrapped", env=runner_env(sim, "untrapped"))
+    command = ("/bin/bash", "-c", RUNNER_COMMAND)
+    trapped = FakePodProcess(name="trapped", env=runner_env(sim, "trapped"), command=command)
+
+    for process in (untrapped, trapped):
+        runners.start(process)
+        runners.terminate(process)
+
+    wait_until(lambda: trapped.exit_codes, "the trapping shell to exit")
+    assert trapped.exit_codes == [SIGTERM_EXIT] and runners.sigterms_ignored == ["untrapped"]
+    wait_until(lambda: {r["name"]: r["status"] for r in sim.github.runners()}.get("untrapped") == "online", "online")
+    assert {r["name"]: r["status"] for r in sim.github.runners()} == {"untrapped": "online", "trapped": "offline"}
+    assert untrapped.exit_codes == [] and runners.jobs_killed == []
 
 
 def test_staged_node_faults_leave_a_pod_unscheduled_unpulled_or_stuck_terminating(sim: Simulator) -> None:

@@ -261,8 +261,9 @@ def test_github_token_from_the_environment_when_no_input_is_given(sim) -> None:
 
 
 def test_a_runner_that_cannot_register_fails_create_and_leaves_nothing_behind(sim) -> None:
-    # A token GitHub never issued (said to be fresh): config.sh fails, the container exits 1, the pod ends Failed,
-    # and the runner's own error reaches the message through the pod's termination message.
+    # A token GitHub never issued (said to be fresh): config.sh fails with the 404 (as for a token expired or used
+    # up), the container exits 1, the pod ends Failed, and the runner's own error reaches the message through the
+    # pod's termination message, with what it means.
     bogus = runner_with_token(
         sim,
         "AUNKNOWNTOKEN0000000000000000",
@@ -272,7 +273,8 @@ def test_a_runner_that_cannot_register_fails_create_and_leaves_nothing_behind(si
     with (
         MiniEngine(ROOT) as engine,
         pytest.raises(
-            DeploymentFailed, match=r"did not register: the runner exited with code 1: .*unknown registration"
+            DeploymentFailed,
+            match=r"did not register: the registration token has expired or was used up: .*404 \(Not Found\)",
         ),
     ):
         engine.up(bogus)

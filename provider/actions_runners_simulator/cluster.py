@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .kube_apiserver import SYSTEM_NAMESPACES, KubeApiServer, grant_runner_namespace
 from .kube_proxy import FaultProxy
-from .kubelet import ContainerRuntime, Kubelet
+from .kubelet import ContainerRuntime, CrashLoopBackOff, Kubelet
 from .tools import tool_dirs
 
 RESET_TIMEOUT_SECONDS = 30.0
@@ -42,7 +42,7 @@ class SimulatedCluster:
         api_server: KubeApiServer | None = None,
         namespaces: tuple[str, ...] = (),
         schedule_delay: float = 0.1,
-        restart_backoff: float = 1.0,
+        crash_loop: CrashLoopBackOff | None = None,
         fault_proxy: bool = True,
     ) -> None:
         self._runtime = runtime
@@ -51,7 +51,7 @@ class SimulatedCluster:
         self._server = api_server
         self._namespaces = namespaces
         self._schedule_delay = schedule_delay
-        self._restart_backoff = restart_backoff
+        self._crash_loop = crash_loop
         self._admin: client.ApiClient | None = None
         self._kubelet: Kubelet | None = None
         self._proxy: FaultProxy | None = None
@@ -73,7 +73,7 @@ class SimulatedCluster:
                 self._kubelet_api,
                 self._runtime,
                 schedule_delay=self._schedule_delay,
-                restart_backoff=self._restart_backoff,
+                crash_loop=self._crash_loop,
                 provision_namespace=self._provision_namespace,
             ).start()
             if self._with_proxy:

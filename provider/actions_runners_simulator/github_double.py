@@ -13,6 +13,7 @@ It enforces GitHub's primary and secondary rate limits per credential, with the 
 from __future__ import annotations
 
 import base64
+import enum
 import functools
 import heapq
 import json
@@ -83,6 +84,23 @@ class RunnerListener(Protocol):
         """The registration is gone: RemoveRunner, replaced by name, or an ephemeral runner after its job."""
 
 
+class SessionOutcome(enum.Enum):
+    """What the Actions service answers a listener's CreateSession."""
+
+    OPENED = "opened"
+    CONFLICT = "conflict"  # 409 "A session for this runner already exists." (a live or a stale one)
+    GONE = "gone"  # the registration was deleted: "The runner no longer exists on the server."
+
+
+# How long GitHub keeps what a runner that died without a word left behind; both are the service's, not in
+# actions/runner's source. A session not ended by its listener stays until it expires, and the registration is
+# listed online meanwhile (ARC#4148: a runner OOM-killed and restarted meets 409 for minutes); a job whose runner
+# died holds its lock until GitHub abandons it, about ten minutes, RemoveRunner answering 422 until then (the
+# runner renews the lock every 60 s: JobDispatcher.cs:886).
+SESSION_EXPIRY_SECONDS = 300.0
+JOB_ABANDON_SECONDS = 600.0
+
+
 class _Unattached:
     """The listener of a registration with no runner process here: a just-in-time one not connected yet, or a
     runner registered from elsewhere."""
@@ -92,6 +110,9 @@ class _Unattached:
     def job_finished(self) -> None: ...
 
     def removed(self) -> None: ...
+
+
+REGISTRATION_NOT_FOUND = "Response status code does not indicate success: 404 (Not Found)."
 
 
 class RegistrationRefused(Exception):
@@ -128,6 +149,9 @@ class _Runner:
     listener: RunnerListener
     status: str = "online"
     busy: bool = False
+    session: Literal["live", "stale"] | None = "live"  # stale: its process died without ending it
+    stale_until: float = 0.0  # a stale session expires then (monotonic), and the runner is listed offline
+    lock_until: float = 0.0  # a dead runner's job: GitHub abandons it then; busy (RemoveRunner 422) till
     jit_secret: str | None = None  # what its just-in-time config carries; None for a config.sh registration
     jit_used: bool = False  # a just-in-time config connects a runner once
     runner_group_id: int = 1  # the scope's Default group (a repository's runners are always there)
@@ -148,8 +172,18 @@ class _Runner:
 class _RunnerRegistry:
     """Registrations, registration tokens and running jobs, guarded by the double's one lock."""
 
-    def __init__(self, lock: threading.Lock, token_lifetime: float, listing_order: ListingOrder = "id") -> None:
+    def __init__(
+        self,
+        lock: threading.Lock,
+        token_lifetime: float,
+        listing_order: ListingOrder = "id",
+        *,
+        session_expiry: float = SESSION_EXPIRY_SECONDS,
+        job_abandon: float = JOB_ABANDON_SECONDS,
+    ) -> None:
         self._lock = lock
+        self._session_expiry = session_expiry
+        self._job_abandon = job_abandon
         self._listing_order = listing_order
         self._job_clock = threading.Condition(lock)
         self._token_lifetime = token_lifetime
@@ -200,10 +234,14 @@ class _RunnerRegistry:
         listener: RunnerListener,
         replace: bool,
         runner_group: str | None = None,
+        *,
+        session: bool = True,
     ) -> int:
         """config.sh: with ``--replace`` a registration of the name is taken over, busy or not (its runner's
         session ends, and a job it ran is lost), and keeps its id (actions/runner updates the existing agent);
-        without, the name being taken fails the configuration."""
+        without, the name being taken fails the configuration. Without ``session`` the registration waits,
+        offline, for its listener's `open_session` (run.sh); a stale session of the one replaced stays, and
+        keeps it listed online, as does a dead runner's job lock keep it busy."""
         with self._lock:
             self._check_token(scope, token)
             group_id = self._group_named(scope, runner_group)
@@ -214,11 +252,58 @@ class _RunnerRegistry:
                 del self._runners[runner.id]
             # Assigned in place: the listing keeps its id order.
             runner_id = replaced[-1].id if replaced else self._new_runner_id()
-            self._runners[runner_id] = _Runner(
+            registration = _Runner(
                 runner_id, name, scope, ephemeral, self._labels(labels), listener, runner_group_id=group_id
             )
-        _notify(runner.listener.removed for runner in replaced)
+            if not session:
+                registration.status, registration.session = "offline", None
+            if replaced and (kept := replaced[-1]).session == "stale":
+                self._settle(kept)
+                registration.status, registration.session, registration.stale_until = (
+                    kept.status,
+                    kept.session,
+                    kept.stale_until,
+                )
+                registration.busy, registration.lock_until = kept.busy, kept.lock_until
+            self._runners[runner_id] = registration
+        _notify(runner.listener.removed for runner in replaced if runner.session == "live")
         return runner_id
+
+    def open_session(self, scope: str, runner_id: int, listener: RunnerListener) -> SessionOutcome:
+        """A listener's CreateSession: one session per runner, so a live or stale one answers 409."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is None or runner.scope != scope:
+                return SessionOutcome.GONE
+            self._settle(runner)
+            if runner.session is not None:
+                return SessionOutcome.CONFLICT
+            runner.session, runner.status, runner.listener = "live", "online", listener
+            return SessionOutcome.OPENED
+
+    def end_session(self, runner_id: int, *, gracefully: bool) -> None:
+        """The listener ended its session (a stop it was told of): offline at once. Not ``gracefully`` (its
+        process killed): the session goes stale and keeps the runner listed online until it expires, and a job
+        it ran holds the runner busy until GitHub abandons it."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is None or runner.session != "live":
+                return
+            runner.listener = _Unattached()
+            if gracefully:
+                runner.session, runner.status, runner.busy = None, "offline", False
+                return
+            runner.session, runner.stale_until = "stale", time.monotonic() + self._session_expiry
+            if runner.busy:
+                runner.lock_until = time.monotonic() + self._job_abandon
+
+    def _settle(self, runner: _Runner) -> None:
+        """The lock is held. What GitHub has let lapse by now: a stale session, a dead runner's job lock."""
+        now = time.monotonic()
+        if runner.session == "stale" and now >= runner.stale_until:
+            runner.session, runner.status = None, "offline"
+        if runner.lock_until and now >= runner.lock_until:
+            runner.busy, runner.lock_until = False, 0.0
 
     def _new_runner_id(self) -> int:
         """The lock is held."""
@@ -242,6 +327,7 @@ class _RunnerRegistry:
                 self._labels(labels, defaults=False),
                 _Unattached(),
                 status="offline",
+                session=None,
                 jit_secret=secret,
                 runner_group_id=group_id,
             )
@@ -261,14 +347,15 @@ class _RunnerRegistry:
                 raise RegistrationRefused(f"the registration of this JIT config is gone from {scope}")
             if runner.jit_used:
                 raise RegistrationRefused(f"this JIT config (runner {runner.name!r}) was used already")
-            runner.jit_used, runner.status, runner.listener = True, "online", listener
+            runner.jit_used, runner.status, runner.listener, runner.session = True, "online", listener, "live"
 
     def _check_token(self, scope: str, token: str) -> None:
         issued_scope, expires = self._tokens.get(token, (None, 0.0))
-        if issued_scope is None:
-            raise RegistrationRefused("unknown registration token")
-        if expires <= time.monotonic():
-            raise RegistrationRefused("registration token expired")
+        if issued_scope is None or expires <= time.monotonic():
+            # What config.sh prints for a token unknown, used up or expired: the runner-registration endpoint's
+            # 404, in .NET's words (ConfigurationManager.cs:868-874 lets EnsureSuccessStatusCode throw; not
+            # retried; Runner.cs:154-164 writes the message and returns TerminatedError, exit 1).
+            raise RegistrationRefused(REGISTRATION_NOT_FOUND)
         if issued_scope != scope:
             raise RegistrationRefused(f"registration token was issued for {issued_scope}, not {scope}")
 
@@ -296,17 +383,20 @@ class _RunnerRegistry:
             return runner.as_json()
 
     def mark_offline(self, runner_id: int) -> None:
-        """The process stopped: GitHub keeps the registration, and a job it was running is lost."""
+        """The process stopped, its session ended: GitHub keeps the registration, and a job it ran is lost."""
         with self._lock:
             runner = self._runners.get(runner_id)
             if runner is not None:
-                runner.status, runner.busy = "offline", False
+                runner.status, runner.busy, runner.session, runner.lock_until = "offline", False, None, 0.0
 
     def start_job(self, runner_name: str, duration_seconds: float | None, scope: str | None) -> None:
         """``duration_seconds`` None: the job runs until `finish_job`."""
         with self._lock:
             named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
-            runner = next((r for r in named if r.status == "online" and not r.busy), None)
+            for each in named:
+                self._settle(each)
+            # Only a listener takes a job: a stale session is listed online, but nothing there asks for work.
+            runner = next((r for r in named if r.session == "live" and not r.busy), None)
             if runner is None:
                 raise LookupError(f"no online idle runner named {runner_name!r} in {scope or 'any scope'}")
             runner.busy = True
@@ -346,8 +436,8 @@ class _RunnerRegistry:
 
     def _end_job(self, runner_id: int) -> list[Callable[[], None]]:
         runner = self._runners.get(runner_id)
-        if runner is None or not runner.busy:
-            return []  # the runner stopped or was replaced meanwhile, and its job went with it
+        if runner is None or not runner.busy or runner.lock_until:
+            return []  # the runner stopped, died or was replaced meanwhile, and its job went with it
         runner.busy = False
         if not runner.ephemeral:
             return [runner.listener.job_finished]
@@ -360,6 +450,7 @@ class _RunnerRegistry:
             runner = self._runners.get(runner_id)
             if runner is None or runner.scope != scope:
                 return "unknown", ""
+            self._settle(runner)
             if runner.busy:
                 return "busy", runner.name
             del self._runners[runner_id]
@@ -369,13 +460,18 @@ class _RunnerRegistry:
     def get(self, scope: str, runner_id: int) -> JsonObject | None:
         with self._lock:
             runner = self._runners.get(runner_id)
-            return runner.as_json() if runner is not None and runner.scope == scope else None
+            if runner is None or runner.scope != scope:
+                return None
+            self._settle(runner)
+            return runner.as_json()
 
     def select(self, scope: str | None, name: str | None = None, *, with_scope: bool = False) -> list[JsonObject]:
         """Runners in the listing order (id order by default, as GitHub appears to page them); without a scope,
         of every scope."""
         with self._lock:
             runners = [r for r in self._runners.values() if scope in (None, r.scope) and name in (None, r.name)]
+            for runner in runners:
+                self._settle(runner)
             if self._listing_order == "name":
                 runners.sort(key=lambda r: (r.name, r.id))
             elif self._listing_order == "newest_first":
@@ -407,6 +503,7 @@ class _RunnerRegistry:
                     labels,
                     _Unattached(),
                     status="online" if online else "offline",
+                    session="live" if online else None,
                     jit_secret=jit_secret,
                     jit_used=bool(online and jit_secret),
                     runner_group_id=int(runner.get("runner_group_id", _DEFAULT_RUNNER_GROUP_ID)),
@@ -882,19 +979,24 @@ class GitHubDouble:
         rate_limit_window_seconds: float = 3600.0,
         content_creating_per_hour: int = 500,
         listing_order: ListingOrder = "id",
+        session_expiry_seconds: float = SESSION_EXPIRY_SECONDS,
+        job_abandon_seconds: float = JOB_ABANDON_SECONDS,
     ) -> None:
         """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
         ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
         together with the limits. ``read_only_credentials`` are fine-grained tokens granted the runners' read
         permission only (organization "Self-hosted runners: read", repository "Administration: read"): GitHub
         answers their writes 403 "Resource not accessible by personal access token". ``listing_order``: the order
-        runner listings page in (see ListingOrder)."""
+        runner listings page in (see ListingOrder). ``session_expiry_seconds`` and ``job_abandon_seconds``: what a
+        runner that died leaves behind lasts that long (see SESSION_EXPIRY_SECONDS)."""
         read_only = tuple(read_only_credentials)
         self._read_only = frozenset(read_only)
         credentials = (*credentials, *read_only)
         lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
-        self._registry = _RunnerRegistry(lock, token_lifetime, listing_order)
+        self._registry = _RunnerRegistry(
+            lock, token_lifetime, listing_order, session_expiry=session_expiry_seconds, job_abandon=job_abandon_seconds
+        )
         secondary_limits = _SecondaryLimits(
             max_concurrent_requests,
             points_per_minute,
@@ -947,13 +1049,26 @@ class GitHubDouble:
         listener: RunnerListener | None = None,
         replace: bool = True,
         runner_group: str | None = None,
+        session: bool = True,
     ) -> int:
         """``config.sh --unattended [--replace]``: with ``replace``, a runner of the same name in the scope is
         replaced (and a job it runs is lost); without, a taken name is refused. Without a ``listener`` the runner
-        runs elsewhere: it is listed online, and nothing here hears of it."""
+        runs elsewhere: it is listed online, and nothing here hears of it. A simulated runner registers without
+        a ``session`` and opens one as its run.sh does (`open_session`)."""
         scope = self._scope_of(github_url)
         listener = listener or _Unattached()
-        return self._registry.register(scope, token, name, labels, ephemeral, listener, replace, runner_group)
+        return self._registry.register(
+            scope, token, name, labels, ephemeral, listener, replace, runner_group, session=session
+        )
+
+    def open_session(self, github_url: str, runner_id: int, listener: RunnerListener) -> SessionOutcome:
+        """The listener's CreateSession for a registration config.sh made."""
+        return self._registry.open_session(self._scope_of(github_url), runner_id, listener)
+
+    def end_session(self, runner_id: int, *, gracefully: bool) -> None:
+        """The runner's process ended: told to stop (``gracefully``: offline at once), or killed (the session
+        stays until GitHub expires it, and a job it ran keeps it busy until GitHub abandons that)."""
+        self._registry.end_session(runner_id, gracefully=gracefully)
 
     def add_runner_group(self, scope: str, name: str) -> int:
         """A runner group of an organization ("orgs/ORG") or enterprise ("enterprises/ENT"): its id."""

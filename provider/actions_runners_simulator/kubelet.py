@@ -8,8 +8,9 @@ other components do for the objects the provider makes:
 - the kubelet: it resolves each container's environment from the real Secrets (``secretKeyRef``, ``envFrom``),
   starts the containers in a pluggable runtime (the simulated runner, runner.py), writes pod status through the
   ``status`` subresource (phase, conditions, containerStatuses with restart counts, termination messages),
-  honours ``restartPolicy``, and on graceful deletion stops the containers, waits for them within the grace
-  period, and confirms with the final grace-0 delete (preconditioned on the pod's uid);
+  honours ``restartPolicy`` with the kubelet's crash-loop back-off (`CrashLoopBackOff`), and on graceful
+  deletion sends SIGTERM, kills what still runs when the grace period ends (SIGKILL, exit 137), and confirms
+  with the final grace-0 delete (preconditioned on the pod's uid);
 - the namespace and service-account controllers: a new namespace gets its ``default`` ServiceAccount (without
   it the API server's admission refuses every pod), and a deleted namespace is emptied (what the test bed puts
   there: pods, Secrets, ConfigMaps, ServiceAccounts, Roles and RoleBindings), then finalized;
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import json
@@ -65,6 +67,7 @@ class PodProcess(Protocol):
     image: str
     restart_policy: str
     env: dict[str, str]
+    command: tuple[str, ...]  # the container's command and args, as its spec gives them
 
     def exited(self, exit_code: int, last_log_line: str = "") -> None:
         """The container's process ended (from any thread, once per start); its last log line becomes the
@@ -78,7 +81,10 @@ class ContainerRuntime(Protocol):
         """The container started; return quickly and do the work on your own threads or timers."""
 
     def terminate(self, process: PodProcess) -> None:
-        """SIGTERM; call process.exited(...) once the container has stopped."""
+        """SIGTERM; call process.exited(...) once the container has stopped (if it ever does by itself)."""
+
+    def kill(self, process: PodProcess) -> None:
+        """SIGKILL: the kubelet has recorded the exit (137); nothing of the process may act after this."""
 
 
 class _IdleRuntime:
@@ -89,6 +95,30 @@ class _IdleRuntime:
 
     def terminate(self, process: PodProcess) -> None:
         process.exited(0)
+
+    def kill(self, process: PodProcess) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class CrashLoopBackOff:
+    """The kubelet's restart delays: 10 s, doubled at each restart up to 300 s, and back to 10 s for a container
+    whose exit comes more than 600 s after its last restart (kubelet.go: initialCrashLoopBackOff,
+    MaxContainerBackOff, and the crashLoopBackOff's HasExpiredFunc; client-go flowcontrol/backoff.go), whatever
+    the exit code. ``faster`` divides them for a test bed."""
+
+    initial_seconds: float = 10.0
+    max_seconds: float = 300.0
+    reset_after_seconds: float = 600.0
+
+    def faster(self, speedup: float) -> CrashLoopBackOff:
+        return CrashLoopBackOff(*(value / speedup for value in dataclasses.astuple(self)))
+
+    def next_delay(self, previous: float | None, ran_seconds: float) -> float:
+        """The delay before this restart, given the one before (None: the first) and how long it ran since."""
+        if previous is None or ran_seconds > self.reset_after_seconds:
+            return self.initial_seconds
+        return min(previous * 2, self.max_seconds)
 
 
 def _now() -> str:
@@ -174,7 +204,9 @@ class _Process:
     image: str
     restart_policy: str
     env: dict[str, str]
+    command: tuple[str, ...] = ()
     started_at: str = field(default_factory=_now)
+    started: float = field(default_factory=time.monotonic)
     ended: bool = False
 
     @property
@@ -195,6 +227,7 @@ class _Container:
     sidecar: bool = False  # an init container with restartPolicy Always: runs beside the others
     init: bool = False
     restart_count: int = 0
+    backoff: float | None = None  # the delay before its last restart (CrashLoopBackOff)
     state: dict[str, Any] = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
     last_state: dict[str, Any] = field(default_factory=dict)
     process: _Process | None = None
@@ -257,7 +290,8 @@ class Kubelet:
         runtime: ContainerRuntime | None = None,
         *,
         schedule_delay: float = 0.1,
-        restart_backoff: float = 1.0,
+        crash_loop: CrashLoopBackOff | None = None,
+        config_retry_seconds: float = 1.0,
         provision_namespace: Callable[[str, str], bool] | None = None,
     ) -> None:
         """``provision_namespace(name, uid)``: what a new namespace gets before it is usable, True if it got
@@ -268,7 +302,8 @@ class Kubelet:
         self._provisioned: set[str] = set()  # uids of the namespaces provisioned: once each, whatever re-lists
         self._runtime = runtime or _IdleRuntime()
         self._schedule_delay = schedule_delay
-        self._restart_backoff = restart_backoff
+        self._crash_loop = crash_loop or CrashLoopBackOff()
+        self._config_retry_seconds = config_retry_seconds  # a container whose Secret or image is not there yet
         self._timers = _Timers()
         self._runs: dict[str, _PodRun] = {}
         self._scheduling: set[str] = set()
@@ -600,13 +635,29 @@ class Kubelet:
             "target": {"apiVersion": "v1", "kind": "Node", "name": NODE_NAME},
         }
         # Not deserialized: the client's V1Binding model rejects the API server's answer (a Status).
-        bind = self._core.create_namespaced_pod_binding
-        bound = self._call("binding", bind, name, namespace, binding, _preload_content=False)
-        if bound is None:
-            return  # deleted before it was scheduled, or bound already
+        try:
+            bound = self._core.create_namespaced_pod_binding(
+                name, namespace, binding, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status in (404, 409):
+                return  # deleted before it was scheduled, or bound already
+            self._bind_again(pod, error)
+            return
+        except Exception as error:  # a connection broken under load: the scheduler tries again, as a real one does
+            self._bind_again(pod, error)
+            return
         bound.release_conn()
         self._record("pod_scheduled", namespace, name)
         self._adopt(pod | {"spec": pod["spec"] | {"nodeName": NODE_NAME}})
+
+    def _bind_again(self, pod: dict, error: Exception) -> None:
+        """A binding that failed for a reason other than the pod's end: put back in the scheduling queue (the
+        scheduler retries a pod until it is bound or gone; dropping it would leave it Pending for ever)."""
+        if self._stopped.is_set():
+            return
+        _log.warning("kubelet stand-in: binding %s failed (%s); trying again", pod["metadata"]["name"], error)
+        self._schedule_later(pod)
 
     def _forget_missing(self, listed: set[str]) -> None:
         """Pods a new listing lacks were deleted while no watch was open: removed, as if seen going."""
@@ -671,7 +722,8 @@ class Kubelet:
                     }
                     continue
                 policy = run.spec.get("restartPolicy", "Always")
-                process = _Process(self, run, container.name, container.spec["image"], policy, env)
+                command = (*(container.spec.get("command") or ()), *(container.spec.get("args") or ()))
+                process = _Process(self, run, container.name, container.spec["image"], policy, env, command)
                 container.process = process
                 container.state = {"running": {"startedAt": process.started_at}}
                 to_start.append(process)
@@ -692,7 +744,7 @@ class Kubelet:
                 except Exception:
                     _log.exception("container runtime failed to start %s/%s", run.name, process.container)
         if retry:
-            self._timers.call_later(self._restart_backoff, lambda: self._start_containers(run))
+            self._timers.call_later(self._config_retry_seconds, lambda: self._start_containers(run))
 
     def _restarts(self, run: _PodRun, container: _Container, exit_code: int) -> bool:
         if run.deleting or run.phase in TERMINAL_PHASES:
@@ -796,12 +848,14 @@ class Kubelet:
                 self._confirm_if_stopped(run)
                 return
             restart = self._restarts(run, container, exit_code)
+            delay = 0.0
             if restart:
                 container.restart_count += 1
                 container.last_state = {"terminated": terminated}
-                message = (
-                    f"back-off {self._restart_backoff:g}s restarting failed container={container.name} pod={run.name}"
+                delay = container.backoff = self._crash_loop.next_delay(
+                    container.backoff, time.monotonic() - process.started
                 )
+                message = f"back-off {delay:g}s restarting failed container={container.name} pod={run.name}"
                 container.state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
             else:
                 container.state = {"terminated": terminated}
@@ -814,7 +868,7 @@ class Kubelet:
                 run.phase = "Failed" if failed else "Succeeded"
             self._write_status(run)
         if restart:
-            self._timers.call_later(self._restart_backoff, lambda: self._start_containers(run))
+            self._timers.call_later(delay, lambda: self._start_containers(run))
 
     def _stop_container(self, run: _PodRun, container: _Container) -> None:
         process = container.process
@@ -824,6 +878,12 @@ class Kubelet:
             self._runtime.terminate(process)
         except Exception:
             _log.exception("container runtime failed to stop %s/%s", run.name, container.name)
+
+    def _kill_container(self, run: _PodRun, process: _Process) -> None:
+        try:
+            self._runtime.kill(process)
+        except Exception:
+            _log.exception("container runtime failed to kill %s/%s", run.name, process.container)
 
     def _terminating(self, run: _PodRun, grace_seconds: int) -> None:
         """Graceful deletion: SIGTERM now, SIGKILL when the grace runs out, then the final grace-0 delete. A
@@ -849,11 +909,12 @@ class Kubelet:
             if run.done or run.kill_at != kill_at:
                 return
             for container in run.containers:
-                if container.process is not None:  # SIGKILL: the runtime had its SIGTERM; nothing waits for it
+                if (process := container.process) is not None:  # SIGKILL: the runtime had its SIGTERM
                     self._record("container_killed", run.namespace, run.name, container=container.name)
-                    container.process.ended = True
+                    process.ended = True
                     container.process = None
                     container.state = {"terminated": {"exitCode": 137, "reason": "Error", "finishedAt": _now()}}
+                    self._kill_container(run, process)
             self._confirm_if_stopped(run)
 
     def _confirm_if_stopped(self, run: _PodRun) -> None:
@@ -881,9 +942,11 @@ class Kubelet:
         with run.lock:
             run.done = True
             for container in run.containers:
-                if container.process is not None:
+                if (process := container.process) is not None:
                     self._record("container_killed", namespace, name, container=container.name)
-                    self._stop_container(run, container)
+                    process.ended = True
+                    container.process = None
+                    self._kill_container(run, process)
 
     def _write_status(self, run: _PodRun) -> None:
         """The status subresource, as the kubelet's status manager writes it (a write to the pod itself would

@@ -12,9 +12,10 @@ from pulumi_actions_runners.github_budget import WINDOW_ENV
 
 from .cluster import SimulatedCluster
 from .github_apps import new_private_key
-from .github_double import GitHubDouble, ListingOrder
+from .github_double import JOB_ABANDON_SECONDS, SESSION_EXPIRY_SECONDS, GitHubDouble, ListingOrder
 from .kube_apiserver import KubeApiServer
-from .runner import SimulatedRunners
+from .kubelet import CrashLoopBackOff
+from .runner import RunnerTimings, SimulatedRunners
 
 CREDENTIAL = "ghp_simulator"
 # A fine-grained token with the runners' read permission only: what a pipeline's preview job holds.
@@ -38,8 +39,7 @@ class Simulator:
         *,
         token_lifetime: float = 3600.0,
         schedule_delay: float = 0.1,
-        boot_seconds: float = 0.05,
-        stop_seconds: float = 0.05,
+        runner_speedup: float = 1.0,
         docker_boot_seconds: float = 0.2,
         namespaces: tuple[str, ...] = ("actions-runners",),
         workdir: str | Path | None = None,
@@ -57,7 +57,9 @@ class Simulator:
         scaled down by the same factor meets the budget as a real fleet would. A GitHub App (``app_id``,
         ``app_private_key``) is installed on the simulated organization; its installation tokens live
         ``app_token_lifetime`` seconds. ``listing_order``: how GitHub's runner listings are ordered (GitHub
-        documents none)."""
+        documents none). ``runner_speedup`` runs the runners' clock, and the kubelet's restart back-off and
+        GitHub's session and job-lock expiries with it, that many times as fast: every behaviour of actions/runner
+        stays (runner.py), only sooner, so that a test bed need not wait minutes for a stale session to lapse."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             read_only_credentials=(READ_ONLY_CREDENTIAL,),
@@ -65,6 +67,8 @@ class Simulator:
             window_seconds=60.0 / time_scale,
             rate_limit_window_seconds=3600.0 / time_scale,
             listing_order=listing_order,
+            session_expiry_seconds=SESSION_EXPIRY_SECONDS / runner_speedup,
+            job_abandon_seconds=JOB_ABANDON_SECONDS / runner_speedup,
         )
         self.github.apps.token_lifetime = app_token_lifetime
         self.app_id, self.app_private_key = APP_ID, new_private_key()
@@ -72,13 +76,14 @@ class Simulator:
         self.app_installation_id = installations[OWNER]
         self.provider_env = {WINDOW_ENV: str(60.0 / time_scale)}  # the provider paces itself to the same minute
         self.runners = SimulatedRunners(
-            self.github, boot_seconds=boot_seconds, stop_seconds=stop_seconds, docker_boot_seconds=docker_boot_seconds
+            self.github, timings=RunnerTimings().faster(runner_speedup), docker_boot_seconds=docker_boot_seconds
         )
         self.kube = SimulatedCluster(
             self.runners,
             api_server=api_server,
             namespaces=namespaces,
             schedule_delay=schedule_delay,
+            crash_loop=CrashLoopBackOff().faster(runner_speedup),
             fault_proxy=fault_proxy,
         )
         self.credential = CREDENTIAL

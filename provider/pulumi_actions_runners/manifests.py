@@ -42,15 +42,24 @@ WORK_DIR = "/home/runner/_work"
 # The runner image reads every config.sh / run.sh argument from ACTIONS_RUNNER_INPUT_<ARG> (actions/runner's
 # CommandSettings), so no credential is ever on a command line, where node-level process monitoring would see it.
 INPUT = "ACTIONS_RUNNER_INPUT_"
+# Until it execs run.sh, PID 1 is this shell, which the kernel spares a SIGTERM it has no handler for: untrapped,
+# a pod deleted while config.sh runs would register, come online and take a job after its deletion, until SIGKILL.
+# Trapped, bash runs the trap once config.sh (or the Docker wait's sleep) returns: the container exits 143 with
+# its registration offline, never listening. run.sh traps signals itself (the image's RUNNER_MANUALLY_TRAP_SIG).
+STOP_BEFORE_RUN = "trap 'exit 143' TERM"
 RUNNER_COMMAND = f"""set -eu
+{STOP_BEFORE_RUN}
 cd /home/runner
 ./config.sh
-unset {INPUT}TOKEN  # jobs inherit the runner's environment; the token must not reach them
+unset {INPUT}TOKEN  # exec'd without it: run.sh, PID 1 from then on, and jobs never hold the token
 exec ./run.sh
 """
-# A just-in-time runner is registered already: run.sh reads its config from ACTIONS_RUNNER_INPUT_JITCONFIG,
-# which the runner clears from its environment before any job starts (as ARC's runners do).
-JIT_RUNNER_COMMAND = """set -eu
+# A just-in-time runner is registered already: run.sh reads its config from ACTIONS_RUNNER_INPUT_JITCONFIG. The
+# listener drops it from its own environment (CommandSettings.cs), but run.sh, PID 1, keeps it in
+# /proc/1/environ, which a job (the same user) can read, as in ARC's runners: see the README's "What a job can
+# read". It is this one runner's credential, ephemeral and removed after its one job.
+JIT_RUNNER_COMMAND = f"""set -eu
+{STOP_BEFORE_RUN}
 cd /home/runner
 exec ./run.sh
 """
@@ -202,9 +211,10 @@ def pod_manifest(spec: RunnerSpec) -> dict[str, Any]:
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec: dict[str, Any] = {
-        # An ephemeral runner takes one job and exits 0; a persistent one restarts only if it crashed,
-        # so a runner whose registration was removed does not come back and register again.
-        "restartPolicy": "Never" if spec.ephemeral else "OnFailure",
+        # An ephemeral runner takes one job and exits. A persistent one restarts whatever its exit code: run.sh
+        # exits 0 for a session conflict or a listener killed alone as for a removal, and the container that
+        # restarts registers again with config.sh --replace. One the provider removes cannot: its Secret is gone.
+        "restartPolicy": "Never" if spec.ephemeral else "Always",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         # A job runs whatever a pull request's workflow says: with a token mounted, it could do whatever the pod's
         # service account may in the cluster. A pod template that needs it sets automountServiceAccountToken.

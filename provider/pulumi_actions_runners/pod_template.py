@@ -248,7 +248,7 @@ def _check_ownership(template: dict[str, Any], docker: bool, found: list[tuple[s
         found.append(
             (
                 f"{PROP}.spec.restartPolicy",
-                "is the provider's: Never for an ephemeral runner, OnFailure for a persistent one (see ephemeral)",
+                "is the provider's: Never for an ephemeral runner, Always for a persistent one (see ephemeral)",
             )
         )
     containers, init = _dicts(spec.get("containers")), _dicts(spec.get("initContainers"))

@@ -4,7 +4,8 @@ The credential is a registration token fresh enough to register with (see regist
 just-in-time config that GitHub makes for this one runner (``generate-jitconfig``, which registers it at
 once). Runner names are unique per GitHub repository, organization or enterprise, and ``config.sh --replace``
 takes over a registration of the name even while it runs a job: so before anything is written, the name must
-be free or registered by this very resource (its ownership label, see manifests.owner_label). Create must
+be free or registered by this very resource (its ownership label, see manifests.owner_label). A registration of
+this resource's that no pod of it runs (a session a dead runner left, say) is removed first. Create must
 leave nothing behind when it fails (Pulumi forgets a resource whose Create raised), so whatever it made is
 taken down through the same RemoveRunner-guarded teardown as any other runner. A runner this very resource
 made with another token or spec, left by a Create that never finished (its provider killed), is taken down the
@@ -139,6 +140,8 @@ def start_runner(
     if existing is not None and _leftover(spec, existing):
         _take_down_leftover(spec, github, pods, clock, timeouts)
         existing, ours = None, None
+    if ours is not None and not spec.jit_config and not (existing is not None and pod_live(existing)):
+        _remove_unrun_registration(spec, github, pods, clock, timeouts)
     jit: JitConfig | None = None
     try:
         if existing is not None and pod_live(existing):
@@ -162,8 +165,6 @@ def start_runner(
         write_runner_secret(pods, spec, credential)
         # Registered from here on: the last pages of the listing say when it is online, whatever else is there.
         newer_than = jit.runner_id - 1 if jit else github.registration_mark()
-        if ours is not None and newer_than is not None and not jit:
-            newer_than = min(newer_than, int(ours["id"]) - 1)  # config.sh --replace keeps the registration's id
         try:
             pods.create_pod(pod_manifest(spec))
         except PodAlreadyExists:
@@ -212,6 +213,23 @@ def _take_down_leftover(
         ) from None
     if report.foreign is not None:  # the name's registration is another's: never to be taken over
         raise RunnerNameTaken(spec, [report.foreign])
+
+
+def _remove_unrun_registration(
+    spec: RunnerSpec, github: JitRegistry, pods: PodCreator, clock: Clock, timeouts: StartTimeouts
+) -> None:
+    """This resource's registration of the name, which no live pod of this runner runs, is removed (busy guard
+    and all) before a new runner registers. Listed online, it may hold a session left by a runner that died:
+    config.sh --replace would keep its id, the new runner would meet 409 for minutes, and the listing would call
+    it online meanwhile. Removed, the new runner's registration has an id of its own, online only once its
+    listener holds a session."""
+    log.info(
+        "runner name %s is registered by this resource with no pod running it; removing that first", spec.runner_name
+    )
+    try:
+        unregister_by_name(RunnerLocation.of(spec, None), github, clock, timeouts.unregister_timeout_seconds, pods)
+    except RunnerStillBusy as busy:
+        raise RunnerStillBusy(f"{busy} Nothing new was created.") from None
 
 
 def check_name_ours(spec: RunnerSpec, github: RunnerRegistry) -> dict[str, Any] | None:

@@ -21,6 +21,13 @@ and the pod goes; for one made before ownership labels it might be this pod's ru
 the teardown fails saying so (RegistrationNotProvablyOurs).
 DELETING_POD   delete the pod (with its own termination grace) and wait until it is gone; a pod stuck
                terminating (a lost node) is then deleted with no grace, since its runner is unregistered.
+SWEEPING       (again, for a runner whose registration was never known: a create that failed or was cut
+               short before its runner registered) a pod deleted while config.sh ran registers, offline, before
+               its shell's trap ends it (manifests.STOP_BEFORE_RUN): that registration is removed once the pod is
+               gone, so none is left behind.
+
+A runner that died mid-job (its pod gone, or its container not running) stays busy for GitHub until GitHub
+abandons the job's lock, about ten minutes: the busy wait says so, bounded as any other.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from .clock import Clock
 from .github_client import RemoveOutcome
 from .logs import ROUTINE
 from .manifests import OWNER_LABEL_PREFIX, RunnerSpec, owner_label
-from .pod_state import pod_finished
+from .pod_state import pod_finished, runner_running
 from .runner_secret import SecretApi, delete_runner_secret
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,8 @@ BUSY_POLL_MAX_SECONDS = 5.0
 POD_POLL_FIRST_SECONDS = 0.1
 POD_POLL_MAX_SECONDS = 1.0
 FORCED_DELETION_TIMEOUT_SECONDS = 30.0
+DEAD_RUNNER_CHECK_SECONDS = 30.0  # how often a busy wait looks at the pod: a runner may die mid-job
+JOB_ABANDON_MINUTES = 10  # how long GitHub holds the job of a runner that died (its service's, not documented)
 
 
 class TeardownState(enum.Enum):
@@ -185,7 +194,9 @@ def tear_down_runner(
         pod_running = pod is not None and not pod_finished(pod)
 
     report = TeardownReport(states=[TeardownState.UNREGISTERING])
-    _unregister(runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits, report)
+    _unregister(
+        runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits, report, pods=pods
+    )
     unregistered_at = clock.monotonic()  # the grace period counts from here
     # Without its Secret the container cannot start again, so it cannot register again with the token.
     delete_runner_secret(pods, runner.namespace, runner.secret_name, runner.runner_name, runner.pool, runner.owner)
@@ -207,7 +218,7 @@ def tear_down_runner(
         # A persistent runner's container may have restarted (before its Secret went) and registered again, and
         # even taken a job: that registration gets the same 422 guard before its pod is touched.
         report.states.append(TeardownState.SWEEPING)
-        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report)
+        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report, pods=pods)
 
     report.states.append(TeardownState.DELETING_POD)
     pods.delete_pod(runner.namespace, runner.pod_name)
@@ -221,15 +232,22 @@ def tear_down_runner(
         )
         pods.delete_pod(runner.namespace, runner.pod_name, grace_seconds=0)
         wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, FORCED_DELETION_TIMEOUT_SECONDS)
+    if runner.runner_id is None and pod_running:
+        # Its runner may have been in config.sh: registered after the first look, never to listen (no job).
+        report.states.append(TeardownState.SWEEPING)
+        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report)
     report.states.append(TeardownState.DONE)
     return report
 
 
-def unregister_by_name(runner: RunnerLocation, github: RunnerRegistry, clock: Clock, timeout: float) -> TeardownReport:
+def unregister_by_name(
+    runner: RunnerLocation, github: RunnerRegistry, clock: Clock, timeout: float, pods: PodApi | None = None
+) -> TeardownReport:
     """The registration under the runner's name, unregistered with the busy guard if it is provably this
-    runner's (none: nothing to do); one that is not is left alone and reported in ``foreign``."""
+    runner's (none: nothing to do); one that is not is left alone and reported in ``foreign``. ``pods``: to
+    say so when the runner GitHub counts busy has died mid-job."""
     report = TeardownReport(states=[TeardownState.UNREGISTERING])
-    _unregister(runner, None, github, clock, timeout, NO_LIMIT, report)
+    _unregister(runner, None, github, clock, timeout, NO_LIMIT, report, pods=pods)
     return report
 
 
@@ -241,6 +259,8 @@ def _unregister(
     timeout: float,
     permits: Permits,
     report: TeardownReport,
+    *,
+    pods: PodApi | None = None,
 ) -> None:
     """RemoveRunner until it is done (None: look the id up by name), holding a permit once it is; counts in
     ``report`` how often GitHub said busy, and records a registration of the name that is not ours."""
@@ -272,7 +292,7 @@ def _unregister(
             continue
         report.busy_answers += 1
         permits.release()  # a busy runner stays in service: another one may be taken out meanwhile
-        delay = _wait_until_idle(runner, runner_id, github, clock, deadline, timeout, delay)
+        delay = _wait_until_idle(runner, runner_id, github, clock, deadline, timeout, delay, pods)
         permits.acquire(runner.runner_name)
 
 
@@ -304,13 +324,15 @@ def _wait_until_idle(
     deadline: float,
     timeout: float,
     delay: float,
+    pods: PodApi | None,
 ) -> float:
     """Until the listing shows the runner idle (or gone): a page of it costs 1 point for up to 100 runners and
     is shared by every runner waited on, where asking RemoveRunner again costs 5 for each. RemoveRunner, asked
     again afterwards, stays the guard: a job that starts in between gets another 422. Polls start ``delay``
     apart and grow; returns the delay to go on with, so that RemoveRunner is never asked more often than that.
     A runner the listing does not show is looked up by name before it counts as gone: GitHub documents no
-    order for the listing, whose last pages are read here."""
+    order for the listing, whose last pages are read here. Now and then the pod is looked at: a runner that
+    died mid-job stays busy for GitHub until GitHub abandons its job, and the wait says so."""
     log.info(
         "runner %s is running a job (RemoveRunner answered 422); its pod is left alone until the job ends "
         "(at most %.0f s more, of unregister_timeout_seconds %.0f s)",
@@ -318,13 +340,34 @@ def _wait_until_idle(
         max(deadline - clock.monotonic(), 0.0),
         timeout,
     )
+    dead: str | None = None  # why its runner cannot be running the job GitHub counts, once seen
+    look_at_pod = clock.monotonic()
     while True:
         left = deadline - clock.monotonic()
+        if pods is not None and dead is None and clock.monotonic() >= look_at_pod:
+            look_at_pod = clock.monotonic() + DEAD_RUNNER_CHECK_SECONDS
+            dead = _died_mid_job(runner, pods)
+            if dead is not None:
+                log.warning(
+                    "runner %s: GitHub counts it busy, but %s: it died mid-job, and GitHub holds that job until it "
+                    "abandons it (about %d minutes). Waiting at most %.0f s more (unregister_timeout_seconds); "
+                    "cancelling the workflow run in GitHub releases the runner sooner.",
+                    runner.runner_name,
+                    dead,
+                    JOB_ABANDON_MINUTES,
+                    max(left, 0.0),
+                )
         if left <= 0:
+            why = (
+                f"GitHub still counts it busy, but {dead}: it died mid-job, and GitHub holds that job until it "
+                f"abandons it (about {JOB_ABANDON_MINUTES} minutes), or until the workflow run is cancelled"
+                if dead
+                else f"its pod {runner.namespace}/{runner.pod_name} was left running"
+            )
             raise RunnerStillBusy(
                 f"runner {runner.runner_name} is still running a job after {timeout:.0f} s "
-                f"(unregister_timeout_seconds); its pod {runner.namespace}/{runner.pod_name} was left running "
-                "and the resource stays in state. Run the update again once the job has finished."
+                f"(unregister_timeout_seconds); {why}. The resource stays in state. Run the update again once "
+                "the job has finished."
             )
         clock.sleep(min(delay, left))
         found = github.find_runner(runner.runner_name, max_age=delay, newer_than=runner_id - 1)
@@ -336,6 +379,17 @@ def _wait_until_idle(
         if found["id"] != runner_id and delay >= BUSY_POLL_MAX_SECONDS:
             return next_delay  # another registration of the name is listed: now and then RemoveRunner is asked
         delay = next_delay
+
+
+def _died_mid_job(runner: RunnerLocation, pods: PodApi) -> str | None:
+    """Why the runner GitHub counts busy cannot be running a job (its pod gone, its container not running),
+    or None if it may be."""
+    pod = pods.read_pod(runner.namespace, runner.pod_name)
+    if pod is None:
+        return f"its pod {runner.namespace}/{runner.pod_name} is gone"
+    if not runner_running(pod):
+        return f"the runner container of pod {runner.namespace}/{runner.pod_name} is not running"
+    return None
 
 
 def wait_pod_gone(pods: PodApi, namespace: str, name: str, clock: Clock, timeout: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from pulumi.dynamic import (
@@ -21,7 +22,7 @@ from ..connections import Connections, connect
 from ..github_client import GitHubClient
 from ..logs import log_to_stderr
 from ..manifests import RunnerSpec, owner_label
-from ..pod_state import ENDED_PHASES, pod_phase, pod_problem
+from ..pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
 from ..redaction import scrubbed_provider
 from ..relabel import relabel_runner
 from ..runner_inputs import (
@@ -108,19 +109,21 @@ class RunnerProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The runner as it is. One whose pod has ended, is gone or is stuck (a persistent runner crash-looping
-        on an expired token) stays in state with that ``pod_phase``, and ``pod_problem`` says why in the user's
+        on an expired token), or runs with no registration for longer than a registration takes, stays in state
+        with that ``pod_phase``, and ``pod_problem`` says why in the user's
         words (a deprecated runner version, say): the next up recreates it (Diff), and a destroy still takes down
         its Secret and registration."""
         with connect(props) as clients:
             pod = clients.kube.read_pod(props["namespace"], props["pod_name"])
             runner = _registration(clients.github, props)
+        ghost = runs_unregistered(pod, runner, datetime.now(UTC), float(props["register_timeout_seconds"]))
         outs = {
             **props,
             "runner_id": runner["id"] if runner else props.get("runner_id"),
             "runner_status": runner["status"] if runner else None,
             "runner_busy": runner["busy"] if runner else None,
-            "pod_phase": pod_phase(pod),
-            "pod_problem": pod_problem(pod),
+            "pod_phase": pod_phase(pod, unregistered=ghost),
+            "pod_problem": pod_problem(pod, unregistered=ghost),
         }
         return ReadResult(id_, outs)
 

@@ -8,6 +8,7 @@ returned in ``problems``, which the RunnerPool resource turns into an error of t
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from pulumi.dynamic import (
@@ -28,7 +29,7 @@ from ..github_client import RunnerGroupNotFound
 from ..kube_client import PodAlreadyExists, PodRejected, describe
 from ..logs import log_to_stderr
 from ..manifests import POOL_LABEL
-from ..pod_state import ENDED_PHASES, pod_phase, pod_problem
+from ..pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
 from ..pool import (
     PoolResult,
     PoolRunner,
@@ -123,6 +124,7 @@ class RunnerPoolProvider(ResourceProvider):
                 for pod in clients.kube.list_pods(props["namespace"], f"{POOL_LABEL}={props['pool_name']}")
             }
         runners, problems = [], []
+        now = datetime.now(UTC)
         for runner in props.get("runners") or []:
             registration, pod = registered.get(runner["name"]), pods.get(runner["pod"])
             location = RunnerLocation.of(spec.template, PoolRunner.of_output(runner).runner_id)
@@ -130,16 +132,17 @@ class RunnerPoolProvider(ResourceProvider):
                 registration = None  # another's, under the same name: nothing about this runner
             if registration is None and pod is None:
                 continue
+            ghost = runs_unregistered(pod, registration, now, float(props["register_timeout_seconds"]))
             runners.append(
                 {
                     **runner,
                     "id": registration["id"] if registration else runner["id"],
                     "status": registration["status"] if registration else None,
                     "busy": registration["busy"] if registration else None,
-                    "pod_phase": pod_phase(pod),
+                    "pod_phase": pod_phase(pod, unregistered=ghost),
                 }
             )
-            if problem := pod_problem(pod):
+            if problem := pod_problem(pod, unregistered=ghost):
                 problems.append(f"{SEEN_BY_REFRESH}runner {runner['name']}: {problem}")
         # The last update's problems stay (the next up must finish its work); the last refresh's are replaced.
         kept = [p for p in props.get("problems") or [] if not p.startswith(SEEN_BY_REFRESH)]
