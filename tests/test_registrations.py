@@ -373,3 +373,31 @@ def test_in_id_order_names_are_checked_from_one_walk_of_the_listing() -> None:
             assert (by_name, pages) == ([], [1, 3, 2, 1]), "page 1 for the size, then from the last page back"
     finally:
         double.stop()
+
+
+def test_a_rotations_removals_move_the_tail_to_the_last_page_there_is_and_marks_set_its_depth() -> None:
+    """A pool of 50 among 2,000 others is rotated: its 50 RemoveRunner calls empty page 21, and the waiters of
+    the new runners ask with the mark handed out after them. Each walk reads the last page there is (known from
+    the removals, not the emptied page) and goes no deeper than the marks handed out lately
+    (bench/rotation.py: 8 pages for such a rotation, where 5 suffice)."""
+    double, url = other_team(2000)
+    try:
+        old = register(double, url, [f"pool-{i}" for i in range(50)])
+        with GitHubClient(parse_github_url(url), CREDENTIAL, budget=GitHubBudget()) as github:
+            directory = RunnerDirectory()
+            shared = SharedRunners(github, directory)
+            # The pool's runners came online: its waiters' walks read every page once (in id order).
+            found = together(50, lambda i: directory.find(github, f"pool-{i}", max_age=FRESH))
+            assert all(found) and sorted(set(listings(double, 0)[1])) == list(range(1, 22))
+            for runner_id in old:
+                assert shared.remove_runner(runner_id).value == "removed"
+            marks = together(20, lambda _: directory.mark(github))
+            assert set(marks) == {max(old)}, "the highest id seen, handed out free"
+            before = len(double.calls("GET"))
+            time.sleep(FRESH + 0.1)  # the pool's listing is older than its new runners' waiters accept
+
+            early = together(20, lambda i: directory.find(github, f"pool-{i}", max_age=FRESH, newer_than=max(old)))
+            assert early == [None] * 20
+            assert listings(double, before) == ([], [20]), "the last page there is now, and no deeper"
+    finally:
+        double.stop()

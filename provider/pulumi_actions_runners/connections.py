@@ -61,7 +61,10 @@ class SharedRunners:
         return self._directory.registrations_of(self._github, names)
 
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
-        return self._github.remove_runner(runner_id)
+        outcome = self._github.remove_runner(runner_id)
+        if outcome is RemoveOutcome.REMOVED:
+            self._directory.removed()
+        return outcome
 
     def set_labels(self, runner_id: int, labels: Sequence[str]) -> bool:
         return self._github.set_labels(runner_id, labels)

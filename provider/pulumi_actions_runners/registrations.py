@@ -103,7 +103,7 @@ class RunnerDirectory:
         self._askers: dict[str, _Asker] = {}
         self._total: int | None = None  # total_count of the scope, as last answered
         self._highest: int | None = None  # the highest runner id seen: every later registration's is higher
-        self._highs: deque[tuple[float, int]] = deque()  # (monotonic time, the highest id seen by then)
+        self._marks: deque[tuple[float, int]] = deque()  # (monotonic time, a mark handed out then)
         self._ids: list[int] = []  # ids seen above ``_ids_floor`` (to estimate where a floor lies in the pages)
         self._ids_floor: float = _PROBE
         self._last_mark = -math.inf
@@ -161,14 +161,20 @@ class RunnerDirectory:
             if self._walk is not None and self._highest is None and burst:
                 self._wait_for_walk(self._walk, "a mark", now)  # any page it read will do
             if self._highest is not None or not burst or self._walk is not None:
-                return self._highest
+                return self._handed_out(now)
             lead = self._walk = _Walk(started=now, floor=_PROBE)
         try:
             self._run(github, lead)
         except Exception as error:  # the waiter then asks for every registration of its name
             log.info("could not look at the last page of the runners for a mark: %s", error)
         with self._changed:
-            return self._highest
+            return self._handed_out(time.monotonic())
+
+    def _handed_out(self, now: float) -> int | None:
+        """The mark to return, remembered: its caller will ask with it soon. The lock is held."""
+        if self._highest is not None:
+            self._marks.append((now, self._highest))
+        return self._highest
 
     def registrations_of(self, github: RunnerLister, names: list[str]) -> list[dict[str, Any]]:
         """Every registration of these names, from lookups that cannot skip one (its "none" lets a name be
@@ -265,7 +271,7 @@ class RunnerDirectory:
                 best, cost = candidate, calls
         if best is None or best > floor:
             return None
-        # As deep as the runners registered lately, if that costs no more pages: their waiters ask next.
+        # As deep as the marks handed out lately, if that costs no more pages: their callers ask next.
         recent = self._recent_floor(now)
         return recent if recent < best and self._pages_to(recent) <= self._pages_to(best) else best
 
@@ -339,6 +345,13 @@ class RunnerDirectory:
             self._out_of_order(f"page {page} lists id {max(ids)} before id {min(ids)}")
         return max(1, math.ceil(total / PAGE_SIZE)), runners
 
+    def removed(self) -> None:
+        """A registration of the scope was removed (RemoveRunner said so): the scope holds one fewer, so that a
+        tail starts at the last page there is now, not at one a rotation's removals have emptied."""
+        with self._changed:
+            if self._total:
+                self._total -= 1
+
     def _seen_page(self, total: int, runners: list[dict[str, Any]]) -> None:
         with self._changed:
             self._total = total
@@ -348,7 +361,9 @@ class RunnerDirectory:
                 self._saw(max(int(r["id"]) for r in runners))
 
     def _forward(self, github: RunnerLister, walk: _Walk, page: int, seen: Iterable[dict] = ()) -> None:
-        """Every page, from ``page`` on (as GitHub's own pagination goes)."""
+        """Every page, from ``page`` on (as GitHub's own pagination goes). A whole listing in id order checks
+        the order as well as a tail's look at page 1 would."""
+        started = time.monotonic()
         runners = list(seen)
         while True:
             last, found = self._fetch(github, page, in_order=False)
@@ -356,6 +371,10 @@ class RunnerDirectory:
             if page >= last or not found:
                 break
             page += 1
+        ids = [int(r["id"]) for r in runners]
+        if page > 1 and all(a < b for a, b in pairwise(ids)):
+            with self._changed:
+                self._order_checked_at = max(self._order_checked_at, started)
         self._publish(walk, runners, EVERY)
 
     def _backward(self, github: RunnerLister, walk: _Walk) -> None:
@@ -432,14 +451,13 @@ class RunnerDirectory:
         """The lock is held."""
         if self._highest is None or runner_id > self._highest:
             self._highest = runner_id
-            self._highs.append((time.monotonic(), runner_id))
 
     def _recent_floor(self, now: float) -> float:
-        """The highest id seen a little while ago: the runners registered since (those waited for now, and soon)
-        have higher ones. The lock is held."""
-        while len(self._highs) > 1 and self._highs[1][0] <= now - RECENT_ASKERS_SECONDS:
-            self._highs.popleft()
-        return self._highs[0][1] if self._highs else EVERY
+        """The lowest mark handed out lately: the callers given it (a fleet's pods coming up) ask next, if they
+        have not yet. None lately: no floor (_PROBE). The lock is held."""
+        while self._marks and self._marks[0][0] <= now - RECENT_ASKERS_SECONDS:
+            self._marks.popleft()
+        return min((mark for _, mark in self._marks), default=_PROBE)
 
     def _answer(self, name: str, walk: _Walk) -> dict[str, Any] | None:
         """The lock is held."""
