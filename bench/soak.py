@@ -44,6 +44,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -253,11 +254,28 @@ def _kill_idle_runners(rng: random.Random, sim: Simulator, count: int, *, whole:
     return f"{'containers' if whole else 'listeners'} of {len(killed)} idle runners killed ({', '.join(killed)})"
 
 
+def _lose_assignments(rng: random.Random, sim: Simulator, count: int) -> str:
+    """Idle ephemeral runners of ours lose a job GitHub assigned them, and their registrations with it, without
+    noticing (actions/runner#4617): their pods run on, taking no job, until a refresh reports them."""
+    ours = {pod["metadata"]["name"] for pod in sim.kube.pods(NAMESPACE)}
+    names = sorted(
+        r["name"] for r in sim.github.runners() if r["name"] in ours and r["ephemeral"] and r["status"] == "online"
+    )
+    lost = []
+    for name in rng.sample(names, min(count, len(names))):
+        try:
+            sim.github.lose_job_assignment(name)
+        except LookupError:
+            continue  # busy, or not listening (yet, or any more)
+        lost.append(name)
+    return f"{len(lost)} idle ephemeral runners lost a job assignment and their registrations ({', '.join(lost)})"
+
+
 def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
     """Stage one fault: its description, and how many requests or pods it is for."""
     kinds = {"gh5xx": 3, "gh403": 2, "gh429": 2, "primary": 1, "gh_timeout": 0.5, "gh_reset": 2, "gh_lost": 2}
     kinds |= {"k5xx": 3, "k409": 1, "k_timeout": 0.3, "k_lost": 2, "stuck": 1.5, "unscheduled": 1, "unpullable": 1}
-    kinds |= {"slow_removal": 1, "runner_crash": 1, "listener_killed": 0.5}
+    kinds |= {"slow_removal": 1, "runner_crash": 1, "listener_killed": 0.5, "lost_assignment": 0.5}
     kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
     method, path = rng.choice(GITHUB_CALLS)
     at = f"GitHub {method} {path}"
@@ -291,6 +309,8 @@ def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
         forever = rng.random() < 0.3
         sim.runners.linger_after_removal(count, forever=forever)
         return f"{count} runners removed while idle linger {'for ever' if forever else 'the slow path'}", count
+    if kind == "lost_assignment":
+        return _lose_assignments(rng, sim, count), count
     if kind in ("runner_crash", "listener_killed"):
         return _kill_idle_runners(rng, sim, count, whole=kind == "runner_crash"), count
     method, path = rng.choice(KUBE_CALLS)
@@ -527,6 +547,7 @@ class Soak:
         """Once the jobs have ended, at most two clean runs; then the invariants."""
         wait_for_jobs_to_end(self.sim)
         wait_for_finished_runners_to_exit(self.sim)
+        wait_for_ghosts_to_show(self.sim)
         for _ in range(SETTLE_RUNS):
             if self.execute(current, "destroy" if operation == "destroy" else "refresh+up"):
                 break
@@ -614,6 +635,23 @@ def wait_for_finished_runners_to_exit(sim: Simulator) -> None:
             return
         time.sleep(0.1)
     # Not an error here: what is left is for the invariants to judge.
+
+
+def wait_for_ghosts_to_show(sim: Simulator) -> None:
+    """A runner that runs with no registration (one that lost its job assignment) is reported by refresh once it
+    has run for longer than a registration takes (``register_timeout_seconds``), as a scheduled refresh would
+    find it: the clean runs wait until each such runner has, bounded by that time."""
+    registered = {r["name"] for r in sim.github.runners()}
+    started = [
+        datetime.fromisoformat(status["state"]["running"]["startedAt"])
+        for pod in sim.kube.pods(NAMESPACE)
+        if pod["metadata"]["name"] not in registered and not pod["metadata"].get("deletionTimestamp")
+        for status in pod.get("status", {}).get("containerStatuses", [])
+        if status["name"] == "runner" and (status.get("state") or {}).get("running")
+    ]
+    if started:
+        shows_at = max(started) + timedelta(seconds=REGISTER_TIMEOUT_SECONDS + 0.5)
+        time.sleep(min(max((shows_at - datetime.now(UTC)).total_seconds(), 0), REGISTER_TIMEOUT_SECONDS + 0.5))
 
 
 def print_violation(soak: Soak, current: Round) -> None:

@@ -15,15 +15,16 @@ import pytest
 import requests
 
 from actions_runners_simulator.engine import MiniEngine
+from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.kubelet import CrashLoopBackOff
 from actions_runners_simulator.runner import SIGTERM_EXIT, RunnerTimings, SimulatedRunners, run_sh_exit
 from actions_runners_simulator.simulator import OWNER, REPOSITORY, Simulator
 from pulumi_actions_runners.manifests import INPUT, JIT_RUNNER_COMMAND, RUNNER_COMMAND
 from pulumi_actions_runners.pod_state import UNREGISTERED, why_not_running
-from tests.conftest import ROOT, wait_until
+from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token, outputs
-from tests.programs import runner_with_token
+from tests.programs import runner_with_token, token_and_pool
 
 DEPRECATED = "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"
 
@@ -144,6 +145,58 @@ def test_a_runner_removed_in_github_that_does_not_notice_is_reported_and_replace
     assert [s.op for s in steps if s.type.endswith(":Runner")] == ["replace"]
     assert runner_pod(sim)["state"]["running"] and registration(sim)["status"] == "online"
     assert registration(sim)["id"] != first["id"] and sim.runners.jobs_killed == []
+
+
+def test_an_ephemeral_runner_that_lost_its_job_assignment_is_reported_and_replaced(sim: Simulator) -> None:
+    """actions/runner#4617: GitHub assigns a job to an idle ephemeral runner, which consumes its registration,
+    and the job is gone before the runner acquires it; the runner polls on, registered nowhere, its pod Running.
+    A refresh reports it once it has run longer than a registration takes, and the next up replaces it."""
+    program = token_and_pool(sim, None, jit_config=True, replicas=2, register_timeout_seconds=1)
+    with MiniEngine(ROOT) as engine:
+        engine.up(program)
+        lost_id = sim.github.lose_job_assignment("pool-0")
+        time.sleep(1.5)
+        assert runner_pod(sim, "pool-0")["state"]["running"] and registration(sim, "pool-0") is None
+        engine.refresh()
+        seen = outputs(engine, "pool")
+        engine.up(program)
+        after = outputs(engine, "pool")
+
+    assert {r["name"]: r["pod_phase"] for r in seen["runners"]} == {"pool-0": UNREGISTERED, "pool-1": "Running"}
+    assert any("pool-0" in p and "GitHub lists no registration of it" in p for p in seen["problems"])
+    assert after["problems"] == []
+    assert registration(sim, "pool-0")["status"] == "online" and registration(sim, "pool-0")["id"] != lost_id
+    assert runner_pod(sim, "pool-0")["state"]["running"] and sim.runners.jobs_killed == []
+
+
+def test_a_runner_whose_stale_session_keeps_its_registration_online_is_registered_anew(
+    kube_api_server: KubeApiServer,
+) -> None:
+    """A runner killed whole leaves its session, and its registration listed online, for minutes (30 s here);
+    its pod lost with its node, the state lost too. The Create that follows finds the registration (ours, by
+    its label) with no pod running it: it removes it first, so that "online" is the new runner's own session,
+    under an id of its own (with config.sh --replace alone the new runner would keep the id and meet 409 for
+    minutes, while the listing called it online). Slower runners than the suite's: the session must outlive
+    the Create."""
+    with quick_simulator(kube_api_server, runner_speedup=10) as slow:
+        program = runner_with_token(slow, new_token(slow), runner_name="steady", ephemeral=False)
+        with MiniEngine(ROOT, stack="lost") as first:
+            first.up(program)
+        stale = registration(slow)
+        slow.runners.crash(NAMESPACE, "steady")
+        core_api(slow).delete_namespaced_pod("steady", NAMESPACE, grace_period_seconds=0)
+        wait_until(lambda: not slow.kube.pods(NAMESPACE), "the pod to go")
+        assert registration(slow)["status"] == "online"  # the stale session
+        with MiniEngine(ROOT, stack="lost") as again:  # the same stack, its state lost
+            again.up(program)
+            out = outputs(again, "runner")
+        listening = _listening(slow, "steady")
+        removed = [c["path"] for c in slow.github.calls("DELETE")]
+        session_conflicts = list(slow.runners.session_conflicts)
+
+    assert out["runner_id"] != stale["id"] and removed == [f"/repos/{OWNER}/{REPOSITORY}/actions/runners/{stale['id']}"]
+    assert listening, "the runner Create returned did not hold a session"
+    assert session_conflicts == []
 
 
 def test_a_rotation_meeting_a_runner_that_died_mid_job_says_so_and_waits_for_github_to_let_go(sim: Simulator) -> None:

@@ -346,6 +346,24 @@ def test_ephemeral_runner_is_removed_after_its_job(github):
     assert [runner["id"] for runner in github.runners("orgs/octo")] == [lasting_id]
 
 
+def test_an_ephemeral_runner_that_loses_its_job_assignment_loses_its_registration_without_a_word(github):
+    """actions/runner#4617: the registration is consumed by the assignment; the listener is never told."""
+    once_id, once = register(github, "orgs/octo", "once", ephemeral=True)
+    register(github, "orgs/octo", "lasting")
+    register(github, "orgs/octo", "busy", ephemeral=True)
+    github.start_job("busy", None)
+
+    assert github.lose_job_assignment("once") == once_id
+    assert call(github, "GET", f"/orgs/octo/actions/runners/{once_id}").status_code == 404
+    assert sorted(runner["name"] for runner in github.runners("orgs/octo")) == ["busy", "lasting"]
+    time.sleep(0.1)
+    assert once.events == []
+    with pytest.raises(LookupError):
+        github.lose_job_assignment("lasting")  # a persistent runner's registration outlives its jobs
+    with pytest.raises(LookupError):
+        github.lose_job_assignment("busy")  # it acquired its job
+
+
 def test_offline_runner_keeps_its_registration_loses_its_job_and_takes_no_new_one(github):
     runner_id, listener = register(github, "repos/octo/app", "gone")
     github.start_job("gone", 0.1)

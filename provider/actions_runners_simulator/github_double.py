@@ -423,6 +423,20 @@ class _RunnerRegistry:
                 callbacks = self._end_job(runner_id)
             _notify(callbacks)
 
+    def lose_assignment(self, runner_name: str, scope: str | None) -> int:
+        """A job is assigned to the named idle ephemeral runner, which consumes its registration, and is gone
+        (cancelled, or acquired by another) before the runner acquires it: acquirejob answers 404 or 409, and
+        the listener skips the message and polls on (Runner.cs:735-745), never told that its registration is
+        gone (actions/runner#4617): a pod that runs and takes no job. Returns the registration's id; LookupError
+        if no such runner listens."""
+        with self._lock:
+            named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
+            runner = next((r for r in named if r.ephemeral and r.session == "live" and not r.busy), None)
+            if runner is None:
+                raise LookupError(f"no online idle ephemeral runner named {runner_name!r} in {scope or 'any scope'}")
+            del self._runners[runner.id]
+            return runner.id
+
     def finish_job(self, runner_name: str, scope: str | None) -> None:
         """The job that the named runner is running ends now; LookupError if none of that name is busy."""
         with self._lock:
@@ -1109,6 +1123,11 @@ class GitHubDouble:
     def finish_job(self, runner_name: str, *, scope: str | None = None) -> None:
         """End the job the named runner runs now (a held one); LookupError if it runs none."""
         self._registry.finish_job(runner_name, scope)
+
+    def lose_job_assignment(self, runner_name: str, *, scope: str | None = None) -> int:
+        """The named idle ephemeral runner loses a job it was assigned, and with it its registration, without
+        noticing (see `_RunnerRegistry.lose_assignment`); returns the registration's id."""
+        return self._registry.lose_assignment(runner_name, scope)
 
     # --- inspection and fault injection ---
 

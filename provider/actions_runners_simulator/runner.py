@@ -22,7 +22,10 @@ github.com/actions/runner at 258d6c8, whose listener and scripts are v2.336.0's)
   connection's timeout, RunnerServer.cs:74). On the slow path the OAuth token refresh fails and the listener
   retries for about 11 minutes (10 tries, 15-60 s apart: BrokerMessageListener.cs:281, 361-374), relaunches,
   and exits when its new session is refused, or retries for ever (actions/runner#3328): a pod Running with no
-  registration. Which removals take the slow path is staged (`linger_after_removal`).
+  registration. Which removals take the slow path is staged (`linger_after_removal`). An idle ephemeral
+  runner is left the same way, never told, when a job it was assigned is gone before it acquires it: the
+  assignment consumed its registration, and the listener skips the message and polls on (Runner.cs:735-745,
+  actions/runner#4617; staged by the GitHub double's ``lose_job_assignment``).
 - **Died mid-job.** A runner killed while busy leaves its registration online (its session) and busy, so that
   RemoveRunner answers 422, until GitHub abandons the job's lock (the GitHub double's SESSION_EXPIRY_SECONDS and
   JOB_ABANDON_SECONDS).

@@ -44,7 +44,7 @@ from .github_budget import content_creating_seconds
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
 from .logs import POOL_THREAD_PREFIX
 from .manifests import POOL_LABEL, RunnerSpec, made_by, pod_manifest
-from .pod_state import pod_live
+from .pod_state import UNREGISTERED, pod_live
 from .registration_tokens import StartTokens
 from .registrations import by_preferred_name
 from .relabel import PodRelabeler, Relabeler, relabel_runner
@@ -95,6 +95,8 @@ class PoolRunner:
     spec_hash: str | None
     ephemeral: bool | None  # as it was made; None (unknown) is taken down as a persistent one, with the sweep
     shape_hash: str | None = None  # RunnerSpec.shape_hash; None (a state from before it): never relabelled
+    # A refresh found its pod running with no registration (pod_state.runs_unregistered): it takes no job.
+    seen_unregistered: bool = False
 
     def unknown(self) -> PoolRunner:
         return replace(self, token_hash=None, spec_hash=None, shape_hash=None)
@@ -110,6 +112,7 @@ class PoolRunner:
             spec_hash=output.get("spec_hash"),
             ephemeral=output.get("ephemeral"),
             shape_hash=output.get("shape_hash"),
+            seen_unregistered=output.get("pod_phase") == UNREGISTERED,
         )
 
 
@@ -271,6 +274,8 @@ def reconcile_pool(
     pool = _Pool(spec, github, pods, clock, timeouts)
     live = _live_pods(pool)
     runners = {runner.name: runner for runner in current}
+    for name in _still_unregistered(pool, runners, live):
+        del live[name]  # its runner takes no job: restarted as an ended one is
     # Pods the state does not know, or knows as older than they are (a rotation whose provider was killed after
     # it made them): taken in as they are where they are the pool's own, so that nothing is rotated twice.
     unknown = {name: pod for name, pod in live.items() if name not in runners or _made_since(spec, runners[name], pod)}
@@ -558,6 +563,17 @@ def _take_in(pool: _Pool, strays: dict[str, Any], known: dict[str, PoolRunner]) 
             log.info("pool %s: %s is this pool's but not as now specified, or not registered: rotated", spec.pool, name)
             taken[name] = PoolRunner(name, None, None, None, None)
     return taken
+
+
+def _still_unregistered(pool: _Pool, runners: dict[str, PoolRunner], live: dict[str, Any]) -> list[str]:
+    """The runners a refresh found running with no registration (removed in GitHub unnoticed, or an ephemeral
+    runner that lost a job assignment) of which GitHub still lists none: asked by name, and only for them."""
+    seen = sorted(name for name, runner in runners.items() if runner.seen_unregistered and name in live)
+    registered = {registration["name"] for registration in pool.github.registrations_of(seen)} if seen else set()
+    ghosts = [name for name in seen if name not in registered]
+    for name in ghosts:
+        log.info("pool %s: %s runs with no registration in GitHub (seen by refresh): restarted", pool.spec.name, name)
+    return ghosts
 
 
 def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]]:
