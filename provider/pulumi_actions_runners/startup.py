@@ -51,9 +51,11 @@ from .teardown import (
 
 log = logging.getLogger(__name__)
 
-# A runner usually registers within a second of its container's start: polled often that long (a listing that
-# waiters share costs little), then less and less often.
-REGISTRATION_POLL_FIRST_SECONDS = 0.25
+# actions/runner comes online seconds after its pod is made (scheduling and start, then config.sh and run.sh's
+# session: the simulator's RunnerTimings), so the first look waits half a second (a look sooner only finds a test
+# bed's quicker runners, and costs a fleet's rotation a listing walk more); then polled often for a second (a
+# listing that waiters share costs little), then less and less often.
+REGISTRATION_POLL_FIRST_SECONDS = 0.5
 REGISTRATION_POLL_STEADY_FOR_SECONDS = 1.0
 REGISTRATION_POLL_MAX_SECONDS = 5.0
 # Listings are read from their last pages, which GitHub documents nothing about: a runner not seen there this long
