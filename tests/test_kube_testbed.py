@@ -49,6 +49,81 @@ def waiting_reason(sim: Simulator, name: str, index: int = 0) -> str | None:
     return (statuses[index].get("state", {}).get("waiting") or {}).get("reason")
 
 
+def _online(sim: Simulator) -> set[str]:
+    return {r["name"] for r in sim.github.runners() if r["status"] == "online"}
+
+
+def _job_of_ephemeral_runners(sim: Simulator, parallelism: int) -> dict:
+    """Each pod an ephemeral runner named after its pod, its registration token read from a Secret as it starts."""
+    env = [
+        {"name": f"{INPUT}URL", "value": sim.repo_url},
+        {"name": f"{INPUT}NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": f"{INPUT}TOKEN", "valueFrom": {"secretKeyRef": {"name": "pool-token", "key": "token"}}},
+        {"name": f"{INPUT}EPHEMERAL", "value": "true"},
+    ]
+    runner = container("runner", "ghcr.io/actions/actions-runner:2.336.0", env=env)
+    template = {"spec": {"restartPolicy": "Never", "containers": [runner]}}
+    spec = {"parallelism": parallelism, "completions": 1000, "backoffLimit": 3, "template": template}
+    return {"metadata": {"name": "pool"}, "spec": spec}
+
+
+def test_the_real_job_controller_starts_a_fresh_runner_pod_when_one_has_taken_its_job(sim: Simulator) -> None:
+    """kube-controller-manager's Job controller, not a stand-in: an ephemeral runner exits 0 after its one job,
+    its pod Succeeded counts a completion, and the controller makes a new pod at once, whose fresh runner
+    registers under the new pod's name, with nothing of ours running."""
+    with sim.kube.api_server.admin_client() as admin:
+        token = {"metadata": {"name": "pool-token"}, "stringData": {"token": new_token(sim)}}
+        client.CoreV1Api(admin).create_namespaced_secret(NAMESPACE, token)
+        client.BatchV1Api(admin).create_namespaced_job(NAMESPACE, _job_of_ephemeral_runners(sim, 2))
+        first = wait_until(lambda: len(online := _online(sim)) == 2 and online, "two runners online", timeout=30)
+        took_a_job = sorted(first)[0]
+        sim.github.start_job(took_a_job, 0.05)
+
+        wait_until(lambda: len(_online(sim)) == 2 and took_a_job not in _online(sim), "a fresh runner", timeout=30)
+        job = client.BatchV1Api(admin).read_namespaced_job("pool", NAMESPACE)
+
+    pods = {p["metadata"]["name"]: p for p in sim.kube.pods(NAMESPACE)}
+    assert pods[took_a_job]["status"]["phase"] == "Succeeded"
+    assert pods[took_a_job]["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert job.status.succeeded == 1 and job.status.active == 2
+    assert _online(sim) - first and sim.runners.jobs_killed == []
+
+
+def test_the_real_garbage_collector_deletes_a_job_s_pods_with_it(sim: Simulator) -> None:
+    with sim.kube.api_server.admin_client() as admin:
+        token = {"metadata": {"name": "pool-token"}, "stringData": {"token": new_token(sim)}}
+        client.CoreV1Api(admin).create_namespaced_secret(NAMESPACE, token)
+        client.BatchV1Api(admin).create_namespaced_job(NAMESPACE, _job_of_ephemeral_runners(sim, 1))
+        wait_until(lambda: sim.kube.pods(NAMESPACE), "the Job's pod", timeout=30)
+        client.BatchV1Api(admin).delete_namespaced_job("pool", NAMESPACE, propagation_policy="Background")
+
+        wait_until(lambda: not sim.kube.pods(NAMESPACE), "the garbage collector to delete the pod", timeout=30)
+
+
+def test_the_real_namespace_controller_empties_a_deleted_namespace_and_finalizes_it(sim: Simulator) -> None:
+    with sim.kube.api_server.admin_client() as admin:
+        core = client.CoreV1Api(admin)
+        core.create_namespace({"metadata": {"name": "short-lived"}})
+        wait_until(lambda: _has_default_account(core, "short-lived"), "the service-account controller's account")
+        core.create_namespaced_pod("short-lived", pod("idle", container()))
+        core.create_namespaced_secret("short-lived", {"metadata": {"name": "kept"}, "stringData": {"k": "v"}})
+        running = lambda: (sim.kube.pod("short-lived", "idle") or {}).get("status", {}).get("phase") == "Running"  # noqa: E731
+        wait_until(running, "the pod to run")
+        core.delete_namespace("short-lived")
+
+        gone = lambda: "short-lived" not in {n["metadata"]["name"] for n in sim.kube.namespaces()}  # noqa: E731
+        wait_until(gone, "the namespace controller to empty and finalize the namespace", 30)
+    assert any(e["type"] == "namespace_deleted" and e["name"] == "short-lived" for e in sim.kube.events())
+
+
+def _has_default_account(core: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        core.read_namespaced_service_account("default", namespace)
+    except ApiException:
+        return False
+    return True
+
+
 def test_a_pod_is_bound_run_and_reported_through_the_status_subresource(sim: Simulator) -> None:
     core_api(sim).create_namespaced_pod(NAMESPACE, pod("idle", container(), container("sidecar")))
 

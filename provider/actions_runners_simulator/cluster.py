@@ -222,12 +222,15 @@ class SimulatedCluster:
             raise
 
     def _reset(self) -> None:
-        """Force-delete every pod and Secret outside the system namespaces, and the namespaces not kept; the
-        namespaces' finalization needs the kubelet stand-in's controller, so it runs here briefly."""
+        """Delete every Job, force-delete every pod and Secret outside the system namespaces, and delete the
+        namespaces not kept (which the namespace controller then empties and finalizes)."""
         existing = [n["metadata"]["name"] for n in self.namespaces()]
         own = [name for name in existing if name in self._namespaces]
         extra = [name for name in existing if name not in (*SYSTEM_NAMESPACES, *self._namespaces)]
+        batch = client.BatchV1Api(self._admin)
         for namespace in [*own, *extra]:
+            # Jobs first, or their controller makes their pods anew; their pods are force-deleted below.
+            batch.delete_collection_namespaced_job(namespace, propagation_policy="Orphan")
             self._core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
             self._core.delete_collection_namespaced_secret(namespace)
         if not extra:
@@ -235,9 +238,8 @@ class SimulatedCluster:
         for namespace in extra:
             with contextlib.suppress(ApiException):
                 self._core.delete_namespace(namespace)
-        with self.api_server.admin_client() as api, Kubelet(api):  # the namespace controller, for the deletions
-            deadline = time.monotonic() + RESET_TIMEOUT_SECONDS
-            while any(n["metadata"]["name"] in extra for n in self.namespaces()):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"namespaces {extra} were not deleted within {RESET_TIMEOUT_SECONDS:.0f} s")
-                time.sleep(0.05)
+        deadline = time.monotonic() + RESET_TIMEOUT_SECONDS
+        while any(n["metadata"]["name"] in extra for n in self.namespaces()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"namespaces {extra} were not deleted within {RESET_TIMEOUT_SECONDS:.0f} s")
+            time.sleep(0.05)

@@ -1,10 +1,14 @@
-"""A real Kubernetes API server (kube-apiserver and etcd, built by tools/kube/build.sh) on loopback.
+"""A real Kubernetes control plane (kube-apiserver, kube-controller-manager and etcd, built by tools/kube/build.sh)
+on loopback.
 
-It is the API half of a cluster: it validates, defaults, admits and stores objects exactly as a cluster's does,
-and nothing more. Nothing schedules or runs pods, and nothing finishes a graceful deletion or a namespace's
-deletion: the simulator's kubelet stand-in (kubelet.py) plays those parts. Everything it writes lives in one
-temporary folder (etcd's data on tmpfs when the machine has one): certificates made here, a static token file,
-kubeconfigs.
+It is a cluster without nodes: the API server validates, defaults, admits and stores objects exactly as a
+cluster's does, and the controller manager runs the real controllers the test bed's objects meet (CONTROLLERS:
+the Job controller, the garbage collector, the namespace controller that empties and finalizes a deleted
+namespace, the service-account controller that gives each namespace its ``default`` ServiceAccount, and the
+controller that deletes finished Jobs after their TTL). Nothing schedules or runs pods, and nothing finishes a
+pod's graceful deletion: the simulator's kubelet stand-in (kubelet.py) plays those parts. Everything it writes
+lives in one temporary folder (etcd's data on tmpfs when the machine has one): certificates made here, a static
+token file, kubeconfigs.
 
 Authorization is RBAC's, as a cluster's: the provider's identity may touch pods and Secrets only where a Role
 binds RUNNER_NAMESPACE_RULES to it, and namespaces (NAMESPACE_RULES) cluster-wide. Standing in for a cluster
@@ -52,6 +56,15 @@ _log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # prctl(2)
 TMPFS_NEEDED_BYTES = 512 * 1024 * 1024
 READY_TIMEOUT_SECONDS = 90.0  # /readyz answers in 3-4 s on 2 idle cores; a loaded CI machine is slower
+# The controllers of kube-controller-manager that act on what the provider and the test bed make (its names, from
+# `kube-controller-manager --help`); the others watch objects nobody here makes, and would only cost CPU.
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "ttl-after-finished-controller",
+)
 ADMIN_USER = "simulator-admin"  # the kubelet stand-in and the tests' inspection: system:masters
 ADMIN_CONNECTIONS = 64  # the kubelet stand-in's steps, runners and watches at once: no TLS handshake per call
 PROVIDER_USER = "pulumi-actions-runners"  # what programs and the provider use: only the rules below
@@ -174,6 +187,7 @@ class KubeApiServer:
             self._start_apiserver(etcd_url)
             self._wait_ready()
             self._grant_provider_role()
+            self._start_controller_manager()
             self._webhook.serve(self.admin_client())
         except BaseException:
             self.stop()
@@ -328,6 +342,36 @@ class KubeApiServer:
         raise ApiServerFailed(
             f"kube-apiserver at {self.url} was not ready after {READY_TIMEOUT_SECONDS:.0f} s (last /readyz answer: "
             f"{answer}):\n{self._logs()}"
+        )
+
+    def _start_controller_manager(self) -> None:
+        """Its controllers, with the admin's credential (no leader election: one of it; no serving port: nothing
+        asks it anything). Ready once the service-account controller has given ``default`` its ServiceAccount,
+        which it does once its informers have synced."""
+        kubeconfig = self.write_kubeconfig(self._dir / "controller-manager.kubeconfig", admin=True)
+        process = self._spawn(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--profiling=false",
+            ],
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        with self.admin_client() as admin:
+            core = client.CoreV1Api(admin)
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    raise ApiServerFailed(f"kube-controller-manager exited {process.returncode}:\n{self._logs()}")
+                with contextlib.suppress(ApiException):
+                    core.read_namespaced_service_account("default", "default")
+                    return
+                time.sleep(0.1)
+        raise ApiServerFailed(
+            f"kube-controller-manager made no ServiceAccount in namespace default within {READY_TIMEOUT_SECONDS:.0f} "
+            f"s:\n{self._logs()}"
         )
 
     def _logs(self) -> str:

@@ -1,7 +1,8 @@
-"""The node and controllers a real API server lacks on a test bed: a kubelet stand-in, through the official client.
+"""The node a real control plane lacks on a test bed: a kubelet stand-in, through the official client.
 
-kube-apiserver stores pods but runs nothing. This plays, against it and only through its API, what a cluster's
-other components do for the objects the provider makes:
+kube-apiserver stores pods and kube-controller-manager's controllers make and delete them (kube_apiserver.py),
+but nothing runs them. This plays, against the API server and only through its API, what a cluster's node
+components do for the pods the provider makes:
 
 - the scheduler: it binds each new pod to one simulated node (``pods/binding``) when the pod's nodeSelector
   matches the node's labels, else reports the pod unschedulable as the scheduler does;
@@ -11,9 +12,6 @@ other components do for the objects the provider makes:
   honours ``restartPolicy`` with the kubelet's crash-loop back-off (`CrashLoopBackOff`), and on graceful
   deletion sends SIGTERM, kills what still runs when the grace period ends (SIGKILL, exit 137), and confirms
   with the final grace-0 delete (preconditioned on the pod's uid);
-- the namespace and service-account controllers: a new namespace gets its ``default`` ServiceAccount (without
-  it the API server's admission refuses every pod), and a deleted namespace is emptied (what the test bed puts
-  there: pods, Secrets, ConfigMaps, ServiceAccounts, Roles and RoleBindings), then finalized;
 - a cluster admin's namespace provisioning, if given one (``provision_namespace``): called for each new
   namespace as its creation is seen, before any other namespace event is handled, so that what it grants (the
   provider's Role, cluster.py) is in force within milliseconds of the namespace's creation.
@@ -297,7 +295,6 @@ class Kubelet:
         """``provision_namespace(name, uid)``: what a new namespace gets before it is usable, True if it got
         anything (recorded as ``namespace_provisioned``); it returns once that is in force."""
         self._core = client.CoreV1Api(api_client)
-        self._rbac = client.RbacAuthorizationV1Api(api_client)
         self._provision_namespace = provision_namespace
         self._provisioned: set[str] = set()  # uids of the namespaces provisioned: once each, whatever re-lists
         self._runtime = runtime or _IdleRuntime()
@@ -308,7 +305,6 @@ class Kubelet:
         self._runs: dict[str, _PodRun] = {}
         self._scheduling: set[str] = set()
         self._unschedulable: set[str] = set()
-        self._finalizing: set[str] = set()
         self._lock = threading.Lock()
         self._events: list[dict[str, Any]] = []
         self._pod_ips = itertools.count(2)
@@ -493,21 +489,13 @@ class Kubelet:
         self._core.patch_node_status(NODE_NAME, {"status": status}, _request_timeout=REQUEST_TIMEOUT)
 
     def _namespace_event(self, event_type: str, namespace: dict) -> None:
+        """Provisioning for a new namespace; the namespace controller empties and finalizes a deleted one."""
         name, uid = namespace["metadata"]["name"], namespace["metadata"]["uid"]
         if event_type == "DELETED":
             with self._lock:
                 self._provisioned.discard(uid)
-            return
-        if namespace["metadata"].get("deletionTimestamp"):
-            with self._lock:
-                if name in self._finalizing:
-                    return
-                self._finalizing.add(name)
-            self._timers.call_later(0, lambda: self._empty_namespace(name))
-        elif namespace.get("status", {}).get("phase") == "Active":
-            account = {"metadata": {"name": "default"}}
-            create = self._core.create_namespaced_service_account
-            self._timers.call_later(0, lambda: self._call("service account", create, name, account))
+            self._record("namespace_deleted", "", name)
+        elif namespace.get("status", {}).get("phase") == "Active":  # not Terminating
             self._provision(name, uid)
 
     def _provision(self, name: str, uid: str) -> None:
@@ -534,34 +522,6 @@ class Kubelet:
             self._provisioned.add(uid)
         if provisioned:
             self._record("namespace_provisioned", "", name)
-
-    def _empty_namespace(self, name: str) -> None:
-        """The namespace controller: delete what is in it (pods gracefully), and finalize once it is empty."""
-        left = 0
-        for lister, deleter in (
-            (self._core.list_namespaced_pod, self._core.delete_namespaced_pod),
-            (self._core.list_namespaced_secret, self._core.delete_namespaced_secret),
-            (self._core.list_namespaced_config_map, self._core.delete_namespaced_config_map),
-            (self._core.list_namespaced_service_account, self._core.delete_namespaced_service_account),
-            (self._rbac.list_namespaced_role_binding, self._rbac.delete_namespaced_role_binding),  # provisioning's
-            (self._rbac.list_namespaced_role, self._rbac.delete_namespaced_role),
-        ):
-            items = self._call("namespace listing", lister, name)
-            if items is None:
-                left += 1  # not known to be empty: look again
-                continue
-            for item in items.items:
-                left += 1
-                if item.metadata.deletion_timestamp is None:
-                    self._call("namespace cleanup", deleter, item.metadata.name, name)
-        if left:
-            self._timers.call_later(0.2, lambda: self._empty_namespace(name))
-            return
-        body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
-        self._call("namespace finalize", self._core.replace_namespace_finalize, name, body)
-        self._record("namespace_deleted", "", name)
-        with self._lock:
-            self._finalizing.discard(name)
 
     # --- pods ----------------------------------------------------------------------------------------------
 
