@@ -81,8 +81,9 @@ def test_the_real_job_controller_starts_a_fresh_runner_pod_when_one_has_taken_it
 
         wait_until(lambda: len(_online(sim)) == 2 and took_a_job not in _online(sim), "a fresh runner", timeout=30)
         job = client.BatchV1Api(admin).read_namespaced_job("pool", NAMESPACE)
+        pods = {p["metadata"]["name"]: p for p in sim.kube.pods(NAMESPACE)}
+        client.BatchV1Api(admin).delete_namespaced_job("pool", NAMESPACE, propagation_policy="Background")
 
-    pods = {p["metadata"]["name"]: p for p in sim.kube.pods(NAMESPACE)}
     assert pods[took_a_job]["status"]["phase"] == "Succeeded"
     assert pods[took_a_job]["metadata"]["ownerReferences"][0]["kind"] == "Job"
     assert job.status.succeeded == 1 and job.status.active == 2

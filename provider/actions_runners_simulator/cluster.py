@@ -229,8 +229,9 @@ class SimulatedCluster:
         extra = [name for name in existing if name not in (*SYSTEM_NAMESPACES, *self._namespaces)]
         batch = client.BatchV1Api(self._admin)
         for namespace in [*own, *extra]:
-            # Jobs first, or their controller makes their pods anew; their pods are force-deleted below.
-            batch.delete_collection_namespaced_job(namespace, propagation_policy="Orphan")
+            # Jobs first, or their controller makes their pods anew; the garbage collector deletes any pod one
+            # makes meanwhile (its owner gone), and those there now are force-deleted below.
+            batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")
             self._core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
             self._core.delete_collection_namespaced_secret(namespace)
         if not extra:
