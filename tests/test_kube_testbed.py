@@ -62,7 +62,8 @@ def _job_of_ephemeral_runners(sim: Simulator, parallelism: int) -> dict:
         {"name": f"{INPUT}EPHEMERAL", "value": "true"},
     ]
     runner = container("runner", "ghcr.io/actions/actions-runner:2.336.0", env=env)
-    template = {"spec": {"restartPolicy": "Never", "containers": [runner]}}
+    # A pod deleted before its runner's run.sh traps SIGTERM takes its whole grace period (runner.py): 1 s here.
+    template = {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [runner]}}
     spec = {"parallelism": parallelism, "completions": 1000, "backoffLimit": 3, "template": template}
     return {"metadata": {"name": "pool"}, "spec": spec}
 
@@ -80,14 +81,18 @@ def test_the_real_job_controller_starts_a_fresh_runner_pod_when_one_has_taken_it
         sim.github.start_job(took_a_job, 0.05)
 
         wait_until(lambda: len(_online(sim)) == 2 and took_a_job not in _online(sim), "a fresh runner", timeout=30)
-        job = client.BatchV1Api(admin).read_namespaced_job("pool", NAMESPACE)
+        wait_until(lambda: _succeeded_and_active(admin) == (1, 2), "the Job to count 1 completion and 2 active pods")
         pods = {p["metadata"]["name"]: p for p in sim.kube.pods(NAMESPACE)}
         client.BatchV1Api(admin).delete_namespaced_job("pool", NAMESPACE, propagation_policy="Background")
 
     assert pods[took_a_job]["status"]["phase"] == "Succeeded"
     assert pods[took_a_job]["metadata"]["ownerReferences"][0]["kind"] == "Job"
-    assert job.status.succeeded == 1 and job.status.active == 2
     assert _online(sim) - first and sim.runners.jobs_killed == []
+
+
+def _succeeded_and_active(admin: client.ApiClient) -> tuple[int | None, int | None]:
+    status = client.BatchV1Api(admin).read_namespaced_job("pool", NAMESPACE).status
+    return status.succeeded, status.active
 
 
 def test_the_real_garbage_collector_deletes_a_job_s_pods_with_it(sim: Simulator) -> None:
@@ -95,7 +100,7 @@ def test_the_real_garbage_collector_deletes_a_job_s_pods_with_it(sim: Simulator)
         token = {"metadata": {"name": "pool-token"}, "stringData": {"token": new_token(sim)}}
         client.CoreV1Api(admin).create_namespaced_secret(NAMESPACE, token)
         client.BatchV1Api(admin).create_namespaced_job(NAMESPACE, _job_of_ephemeral_runners(sim, 1))
-        wait_until(lambda: sim.kube.pods(NAMESPACE), "the Job's pod", timeout=30)
+        wait_until(lambda: _online(sim), "the Job's runner to come online", timeout=30)
         client.BatchV1Api(admin).delete_namespaced_job("pool", NAMESPACE, propagation_policy="Background")
 
         wait_until(lambda: not sim.kube.pods(NAMESPACE), "the garbage collector to delete the pod", timeout=30)
@@ -112,9 +117,9 @@ def test_the_real_namespace_controller_empties_a_deleted_namespace_and_finalizes
         wait_until(running, "the pod to run")
         core.delete_namespace("short-lived")
 
-        gone = lambda: "short-lived" not in {n["metadata"]["name"] for n in sim.kube.namespaces()}  # noqa: E731
-        wait_until(gone, "the namespace controller to empty and finalize the namespace", 30)
-    assert any(e["type"] == "namespace_deleted" and e["name"] == "short-lived" for e in sim.kube.events())
+        deleted = lambda: any(e["name"] == "short-lived" for e in sim.kube.events() if e["type"] == "namespace_deleted")  # noqa: E731
+        wait_until(deleted, "the namespace controller to empty and finalize the namespace", 30)
+    assert "short-lived" not in {n["metadata"]["name"] for n in sim.kube.namespaces()}
 
 
 def _has_default_account(core: client.CoreV1Api, namespace: str) -> bool:
