@@ -38,6 +38,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -322,26 +323,34 @@ class KubeApiServer:
         )
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         headers = {"Authorization": f"Bearer {self._admin_token}"}
-        answer = "no answer yet"
+
+        def readyz() -> str | None:
+            try:
+                response = requests.get(f"{self.url}/readyz", headers=headers, verify=self.ca_file, timeout=2)
+            except requests.RequestException as error:
+                return str(error)
+            return None if response.status_code == 200 else f"{response.status_code}: {response.text[-400:]}"
+
+        self._wait_for(f"kube-apiserver at {self.url} to answer /readyz", readyz)
+
+    def _wait_for(self, what: str, probe: Callable[[], str | None]) -> None:
+        """Until ``probe`` answers None (ready; else what it saw), at most READY_TIMEOUT_SECONDS; ApiServerFailed,
+        with the logs, when a process of the control plane exits meanwhile or the time runs out."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        answer: str | None = "no answer yet"
         while time.monotonic() < deadline:
             for process in self._processes:
                 if process.poll() is not None:
                     raise ApiServerFailed(
                         f"{Path(str(process.args[0])).name} exited {process.returncode}:\n{self._logs()}"
                     )
-            try:
-                response = requests.get(f"{self.url}/readyz", headers=headers, verify=self.ca_file, timeout=2)
-                if response.status_code == 200:
-                    return
-                answer = f"{response.status_code}: {response.text[-400:]}"
-            except requests.RequestException as error:
-                answer = str(error)
+            answer = probe()
+            if answer is None:
+                return
             time.sleep(0.1)
         raise ApiServerFailed(
-            f"kube-apiserver at {self.url} was not ready after {READY_TIMEOUT_SECONDS:.0f} s (last /readyz answer: "
-            f"{answer}):\n{self._logs()}"
+            f"waited {READY_TIMEOUT_SECONDS:.0f} s for {what} (last answer: {answer}):\n{self._logs()}"
         )
 
     def _start_controller_manager(self) -> None:
@@ -349,7 +358,7 @@ class KubeApiServer:
         asks it anything). Ready once the service-account controller has given ``default`` its ServiceAccount,
         which it does once its informers have synced."""
         kubeconfig = self.write_kubeconfig(self._dir / "controller-manager.kubeconfig", admin=True)
-        process = self._spawn(
+        self._spawn(
             "kube-controller-manager",
             [
                 f"--kubeconfig={kubeconfig}",
@@ -359,20 +368,17 @@ class KubeApiServer:
                 "--profiling=false",
             ],
         )
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         with self.admin_client() as admin:
             core = client.CoreV1Api(admin)
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise ApiServerFailed(f"kube-controller-manager exited {process.returncode}:\n{self._logs()}")
-                with contextlib.suppress(ApiException):
+
+            def default_account() -> str | None:
+                try:
                     core.read_namespaced_service_account("default", "default")
-                    return
-                time.sleep(0.1)
-        raise ApiServerFailed(
-            f"kube-controller-manager made no ServiceAccount in namespace default within {READY_TIMEOUT_SECONDS:.0f} "
-            f"s:\n{self._logs()}"
-        )
+                except ApiException as error:
+                    return f"{error.status} {error.reason}"
+                return None
+
+            self._wait_for("kube-controller-manager to give namespace default its ServiceAccount", default_account)
 
     def _logs(self) -> str:
         return "\n".join(
