@@ -203,6 +203,11 @@ class _RunnerRegistry:
             self._tokens[issued["token"]] = (scope, time.monotonic() + self._token_lifetime)
         return issued
 
+    def expire_token(self, token: str) -> None:
+        with self._lock:
+            if token in self._tokens:
+                self._tokens[token] = (self._tokens[token][0], time.monotonic())
+
     def add_runner_group(self, scope: str, name: str) -> int:
         with self._lock:
             group_id, self._next_group_id = self._next_group_id, self._next_group_id + 1
@@ -1083,6 +1088,10 @@ class GitHubDouble:
         """The runner's process ended: told to stop (``gracefully``: offline at once), or killed (the session
         stays until GitHub expires it, and a job it ran keeps it busy until GitHub abandons that)."""
         self._registry.end_session(runner_id, gracefully=gracefully)
+
+    def expire_token(self, token: str) -> None:
+        """A registration token's hour is up: config.sh fails with it from now on, as with any expired one."""
+        self._registry.expire_token(token)
 
     def add_runner_group(self, scope: str, name: str) -> int:
         """A runner group of an organization ("orgs/ORG") or enterprise ("enterprises/ENT"): its id."""

@@ -87,6 +87,9 @@ RBAC_ONLY = "simulator.actions-runners.invalid/rbac-only"
 RUNNER_NAMESPACE_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "list", "update", "patch", "delete"]},
+    # A refilling pool's Job: made (and judged by a dry run), listed, read while its deletion completes,
+    # scaled (merge patch) and deleted (propagationPolicy Orphan).
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "patch", "delete"]},
 ]
 # Namespaces are cluster-scoped, so no Role can grant them: what programs/runners' own pulumi_kubernetes
 # Namespace needs (createNamespace) is a ClusterRole bound cluster-wide. It reaches no pod or Secret. As the API

@@ -68,11 +68,13 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
 
 
 class KubeClient:
-    """Pods and Secrets of runners, with 404 on delete taken as done (every step may be repeated)."""
+    """Pods and Secrets of runners, and the Jobs of refilling pools, with 404 on delete taken as done (every step
+    may be repeated)."""
 
     def __init__(self, kubeconfig: str | None) -> None:
         self._api_client = load_api_client(kubeconfig)
         self._core = client.CoreV1Api(self._api_client)
+        self._batch = client.BatchV1Api(self._api_client)
 
     def close(self) -> None:
         self._api_client.close()
@@ -208,6 +210,58 @@ class KubeClient:
             if error.status != 404:
                 raise
         return True
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        """A server-side dry run of the Job's creation (its pod template judged as a pod's is), as validate_pod."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            self._batch.create_namespaced_job(namespace, manifest, dry_run="All", _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status in (400, 403, 422):
+                raise PodRejected(f"Job {namespace}/{name} was refused: {describe(error)}") from None
+            if error.status != 409:
+                raise
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        """False if a Job of the name exists (nothing was written)."""
+        try:
+            self._batch.create_namespaced_job(
+                manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    def list_jobs(self, namespace: str, label_selector: str) -> list[client.V1Job]:
+        return self._batch.list_namespaced_job(
+            namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT
+        ).items
+
+    def scale_job(self, namespace: str, name: str, parallelism: int) -> None:
+        body = {"spec": {"parallelism": parallelism}}
+        self._batch.patch_namespaced_job(
+            name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
+        )
+
+    def orphan_job(self, namespace: str, name: str, uid: str) -> None:
+        """The Job deleted, its pods left running (propagationPolicy Orphan: the garbage collector takes its
+        ownerReference off them), so that nothing refills them; ``uid``: that very Job."""
+        body = client.V1DeleteOptions(propagation_policy="Orphan", preconditions=client.V1Preconditions(uid=uid))
+        try:
+            self._batch.delete_namespaced_job(name, namespace, body=body, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status not in (404, 409):  # gone already, or another Job of the name: not that one
+                raise
+
+    def read_job(self, namespace: str, name: str) -> client.V1Job | None:
+        try:
+            return self._batch.read_namespaced_job(name, namespace, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
 
 
 def describe(error: Exception) -> str:

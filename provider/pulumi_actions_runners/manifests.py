@@ -28,6 +28,7 @@ TOKEN_HASH_ANNOTATION = "actions-runners.pulumi.io/token-hash"
 SPEC_HASH_ANNOTATION = "actions-runners.pulumi.io/spec-hash"  # RunnerSpec.spec_hash: what the pod was made of
 RUNNER_LABEL = "actions-runners.pulumi.io/runner"
 POOL_LABEL = "actions-runners.pulumi.io/pool"
+JOB_LABEL = "actions-runners.pulumi.io/job"  # a refilling pool's generation (its Job) that a pod or Secret is of
 OWNER_LABEL = "actions-runners.pulumi.io/owner"  # the resource's ownership id, as on its GitHub registrations
 TERMINATION_GRACE_SECONDS = 30
 # A node scale-down evicts pods and kills the jobs on them: the cluster autoscaler and Karpenter leave pods with

@@ -43,7 +43,7 @@ from .clock import Clock
 from .github_budget import content_creating_seconds
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
 from .logs import POOL_THREAD_PREFIX
-from .manifests import POOL_LABEL, RunnerSpec, made_by, pod_manifest
+from .manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
 from .pod_state import UNREGISTERED, pod_live
 from .registration_tokens import StartTokens
 from .registrations import by_preferred_name
@@ -330,7 +330,7 @@ def reconcile_pool(
         _kind, name, old = item  # its work never ran to an end: whatever it had stays, to be looked at again
         return (old.unknown() if old else PoolRunner(name, None, None, None, None)), f"{name}: {describe(error)}"
 
-    for (kind, name, _old), (now, problem) in zip(work, _concurrently(run, work, failed), strict=True):
+    for (kind, name, _old), (now, problem) in zip(work, concurrently(run, work, failed), strict=True):
         if now is None:
             runners.pop(name, None)
         else:
@@ -394,7 +394,7 @@ def tear_down_pool(
     def failed(runner: PoolRunner, error: Exception) -> str:
         return f"{runner.name}: {describe(error)}"
 
-    problems = [problem for problem in _concurrently(run, list(runners.values()), failed) if problem]
+    problems = [problem for problem in concurrently(run, list(runners.values()), failed) if problem]
     if not problems:
         _delete_orphan_secrets(pool, set())
     return problems
@@ -518,7 +518,7 @@ def _scale_down(
             candidates, waiting = waiting, []
         wanted = surplus - len(removed) - len(failed)
         batch, candidates = candidates[:wanted], candidates[wanted:]
-        for runner, outcome in zip(batch, _concurrently(try_remove, batch, could_not), strict=True):
+        for runner, outcome in zip(batch, concurrently(try_remove, batch, could_not), strict=True):
             if outcome is None:
                 removed.append(runner.name)
             elif outcome == "busy":
@@ -591,7 +591,9 @@ def _live_pods(pool: _Pool, *, others_fail: bool = True) -> dict[str, Any]:
     pool of the same name in the namespace are never ours; with ``others_fail`` they fail the call before
     anything is touched."""
     namespace, selector = pool.spec.template.namespace, f"{POOL_LABEL}={pool.spec.name}"
-    pods = pool.pods.list_pods(namespace, selector)
+    # A refilling pool's Job makes its own pods (refill_pool.py); one it left busy when the pool stopped
+    # refilling finishes its job by itself, and a teardown of the pool takes it down.
+    pods = [p for p in pool.pods.list_pods(namespace, selector) if others_fail is False or not _of_a_job(p)]
     theirs = sorted(pod.metadata.name for pod in pods if not made_by(pool.spec.template, pod.metadata.labels))
     pods = [pod for pod in pods if pod.metadata.name not in theirs]
     if theirs and others_fail:
@@ -600,6 +602,10 @@ def _live_pods(pool: _Pool, *, others_fail: bool = True) -> dict[str, Any]:
             "resource's pool of that name (another stack's); nothing was touched. Choose another pool_name."
         )
     return {pod.metadata.name: pod for pod in pods if pod_live(pod)}
+
+
+def _of_a_job(pod: Any) -> bool:
+    return JOB_LABEL in (pod.metadata.labels or {})
 
 
 def _pod_left(pool: _Pool, spec: RunnerSpec) -> bool:
@@ -637,7 +643,7 @@ def max_unavailable_count(value: int | str, replicas: int) -> int:
     return max(1, int(value))
 
 
-def _concurrently(action: Callable[[Any], Any], items: list[Any], failed: Callable[[Any, Exception], Any]) -> list[Any]:
+def concurrently(action: Callable[[Any], Any], items: list[Any], failed: Callable[[Any, Exception], Any]) -> list[Any]:
     """``action`` on every item at once; an item whose action raised gets ``failed(item, error)`` instead, so that
     one failure never hides the outcome of the others."""
 

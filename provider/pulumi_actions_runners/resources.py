@@ -199,10 +199,16 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
     runners first and never a busy one. ``runners`` lists each runner (name, id, pod, token_hash); if part of
     an update fails, the state still lists exactly what exists and the program fails with ``problems``.
     ``pod_template``, ``docker`` and ``runner_group`` are a Runner's, for every runner; a change rotates them.
+
+    With ``refill``, the runners are the pods of a Kubernetes Job (``job``), whose controller starts a fresh
+    ephemeral runner in a slot as soon as its runner's one job has ended, between updates too; an update then
+    changes the Job, with the same busy guard (see refill_pool.py). Its pods register with the token of the
+    last update: an update at least every 30 minutes keeps new pods registering.
     """
 
     runners: Output[list[dict[str, Any]]]
     problems: Output[list[str]]
+    job: Output[str | None]  # with refill: the Job whose pods the runners are
     pool_name: Output[str]
     token_hash: Output[str]
 
@@ -217,6 +223,7 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         registration_token_expires_at: Input[str] | None = None,
         jit_config: Input[bool] = False,
         max_unavailable: Input[int | str] = "25%",
+        refill: Input[bool] = False,
         pool_name: Input[str] | None = None,
         labels: Input[Sequence[Input[str]]] = (),
         ephemeral: Input[bool] = True,
@@ -241,6 +248,7 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             **_token_inputs(registration_token, registration_token_expires_at),
             "jit_config": jit_config,
             "max_unavailable": max_unavailable,
+            "refill": refill,
             "pool_name": default_runner_name(resource_name, 57) if pool_name is None else pool_name,
             "owner": ownership_id("RunnerPool", resource_name),
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
@@ -258,6 +266,8 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             "runners": None,
             "problems": None,
             "token_hash": None,
+            "job": None,
+            "parallelism": None,
         }
         opts = _with_secret_outputs(opts, ["registration_token", "github_token", "github_app_private_key"])
         super().__init__(RunnerPoolProvider(), resource_name, props, opts)

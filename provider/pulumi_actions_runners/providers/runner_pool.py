@@ -40,6 +40,7 @@ from ..pool import (
     tear_down_pool,
 )
 from ..redaction import scrub_all, scrubbed_provider
+from ..refill_pool import observe_refill_pool, reconcile_refill_pool, retire_jobs, tear_down_refill_pool
 from ..registration_tokens import StartTokens
 from ..registrations import by_preferred_name
 from ..runner_inputs import (
@@ -53,6 +54,7 @@ from ..runner_inputs import (
     runner_spec,
     start_tokens,
 )
+from ..runner_secret import SecretNotOurs
 from ..startup import RunnerNameTaken
 from ..teardown import RunnerLocation, owns
 
@@ -61,6 +63,7 @@ POOL_RULES: dict[str, validation.Rule] = {
     "pool_name": validation.name_prefix,
     "replicas": validation.count_between(0, 1000),
     "max_unavailable": validation.count_or_percent,
+    "refill": validation.boolean,
 }
 # Where the runners are and what they are called: a change makes a new pool (the old one is taken down first).
 REPLACE_ON = ("github_url", "namespace", "pool_name")
@@ -75,7 +78,8 @@ class RunnerPoolProvider(ResourceProvider):
         log_to_stderr()
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = check_runner_inputs(news, POOL_RULES)
+        inputs, failures = check_runner_inputs({"refill": False, **news}, POOL_RULES)
+        failures += _refill_failures(inputs)
         if not failures:
             inputs |= _spec_hashes(inputs)
         return CheckResult(inputs, [CheckFailure(p, r) for p, r in failures])
@@ -85,22 +89,24 @@ class RunnerPoolProvider(ResourceProvider):
         refresh found ended) has changes, so that the next up finishes the work."""
         replaces = [k for k in REPLACE_ON if input_differs(olds, news, k)]
         changed = any(input_differs(olds, news, k) for k in (*ROLL_ON, *SETTINGS))
+        changed = changed or validation.differs(_refills(olds), news.get("refill"))
         changes = bool(replaces) or changed or not _converged(olds)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(f"{props['namespace']}/{props['pool_name']}", _reconcile(props, []))
+        return CreateResult(f"{props['namespace']}/{props['pool_name']}", _reconcile(props, [], olds=None))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         # The owner its runners were made with stays (a renamed stack keeps its registrations).
         props = {**news, "owner": olds.get("owner") or news.get("owner")}
-        return UpdateResult(_reconcile(props, [PoolRunner.of_output(r) for r in olds.get("runners") or []]))
+        return UpdateResult(_reconcile(props, _recorded(olds), olds=olds))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
+        tear_down = tear_down_refill_pool if _refills(props) else tear_down_pool
         with connect(props) as clients:
-            problems = tear_down_pool(
+            problems = tear_down(
                 _pool_spec(props),
-                [PoolRunner.of_output(r) for r in props.get("runners") or []],
+                _recorded(props),
                 clients.runners,
                 clients.kube,
                 SystemClock(),
@@ -117,6 +123,8 @@ class RunnerPoolProvider(ResourceProvider):
         neither is gone from the list. ``problems`` gain what the refresh saw: each runner that will not run a job
         again without an update, and why (a deprecated runner version, an image that cannot be pulled)."""
         spec = _pool_spec(props)
+        if _refills(props):
+            return self._read_refilling(id_, props, spec)
         with connect(props) as clients:
             registered = by_preferred_name(clients.github.list_runners())
             pods = {
@@ -145,18 +153,73 @@ class RunnerPoolProvider(ResourceProvider):
             if problem := pod_problem(pod, unregistered=ghost):
                 problems.append(f"{SEEN_BY_REFRESH}runner {runner['name']}: {problem}")
         # The last update's problems stay (the next up must finish its work); the last refresh's are replaced.
-        kept = [p for p in props.get("problems") or [] if not p.startswith(SEEN_BY_REFRESH)]
-        return ReadResult(id_, {**props, "runners": runners, "problems": scrub_all([*kept, *problems])})
+        return ReadResult(id_, {**props, "runners": runners, "problems": _with_seen(props, problems)})
+
+    def _read_refilling(self, id_: str, props: dict[str, Any], spec: PoolSpec) -> ReadResult:
+        """The Job's runner pods as they are now, and why its slots are not being filled, if they are not."""
+        with connect(props) as clients:
+            seen = observe_refill_pool(
+                spec, props.get("job"), clients.runners, clients.kube, SystemClock(), _timeouts(props)
+            )
+        problems = _with_seen(props, [f"{SEEN_BY_REFRESH}{problem}" for problem in seen.problems])
+        return ReadResult(
+            id_, {**props, "runners": seen.runners, "problems": problems, "finished_pods": seen.finished_pods}
+        )
 
 
-def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, Any]:
+def _with_seen(props: dict[str, Any], seen: list[str]) -> list[str]:
+    """The last update's problems stay (the next up must finish its work); the last refresh's are replaced."""
+    kept = [p for p in props.get("problems") or [] if not p.startswith(SEEN_BY_REFRESH)]
+    return scrub_all([*kept, *seen])
+
+
+def _refills(props: dict[str, Any]) -> bool:
+    """A pool's state from before ``refill`` existed has none: it did not refill."""
+    return props.get("refill") is True
+
+
+def _refill_failures(inputs: dict[str, Any]) -> list[tuple[str, str]]:
+    if inputs.get("refill") is not True:
+        return []
+    failures = []
+    if inputs.get("jit_config") is True:
+        failures.append(
+            (
+                "refill",
+                "true is not allowed with jit_config: GitHub makes a just-in-time config for one runner by name, "
+                "while the Job controller names the pods it starts; set jit_config false (the runners register "
+                "with the pool's token), or refill false",
+            )
+        )
+    if inputs.get("ephemeral") is False:
+        failures.append(
+            (
+                "ephemeral",
+                "false is not allowed with refill: a persistent runner never ends, so there is no slot to refill "
+                "(and its pod restarts by itself); set ephemeral true, or refill false",
+            )
+        )
+    return failures
+
+
+def _recorded(props: dict[str, Any]) -> list[PoolRunner]:
+    """The runners the state lists that a pool made itself (a refilling pool's Job makes the others)."""
+    return [PoolRunner.of_output(r) for r in props.get("runners") or [] if not r.get("job")]
+
+
+def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[str, Any] | None) -> dict[str, Any]:
     """A name held by another runner fails the call (nothing was touched, so the state stays true)."""
+    if _refills(props):
+        return _reconcile_refilling(props, current, olds)
     spec = _pool_spec(props)
     result: PoolResult | None = None
     clock = SystemClock()
+    problems: list[str] = []
     try:
         with connect(props) as clients:
             spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
+            if olds is not None and _refills(olds):  # its Job first, so that nothing refills it meanwhile
+                problems = retire_jobs(spec, clients.runners, clients.kube, clock, _timeouts(props))
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, _timeouts(props))
     except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound):
         raise  # raised before anything was touched: the names are another's, the pod or group is refused
@@ -164,10 +227,49 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner]) -> dict[str, An
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
     return {
-        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS, *UNDIFFED)},
-        "spec_hash": spec.template.spec_hash,
+        **_outputs(props, spec),
         "runners": [_runner_output(spec, r) for r in result.runners],
+        "problems": scrub_all([*problems, *result.problems]),
+    }
+
+
+def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds: dict[str, Any] | None) -> dict:
+    """The pool's Job made or changed (see refill_pool.py); like a pool's, a failure after anything was touched
+    is returned in ``problems``."""
+    spec = _pool_spec(props)
+    clock = SystemClock()
+    token_changed = olds is not None and olds.get("token_hash") != props.get("token_hash")
+    try:
+        with connect(props) as clients:
+            spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
+            result = reconcile_refill_pool(
+                spec, recorded, token_changed, clients.runners, clients.kube, clock, _timeouts(props)
+            )
+    except (PodAlreadyExists, PodRejected, SecretNotOurs):
+        raise  # raised before anything was touched
+    except Exception as error:
+        was = olds or {}
+        return {
+            **_outputs(props, spec),
+            **{k: was.get(k) for k in ("job", "parallelism", "runners")},
+            "problems": scrub_all([f"pool {spec.name}: {describe(error)}"]),
+        }
+    return {
+        **_outputs(props, spec),
+        "job": result.job,
+        "parallelism": result.parallelism,
+        "finished_pods": 0,
+        "runners": result.runners,
         "problems": scrub_all(result.problems),
+    }
+
+
+def _outputs(props: dict[str, Any], spec: PoolSpec) -> dict[str, Any]:
+    """The inputs as the state keeps them, and the hash of what the runners are made of."""
+    return {
+        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS, *UNDIFFED)},
+        **({"refill": True} if _refills(props) else {}),
+        "spec_hash": spec.template.spec_hash,
     }
 
 
@@ -182,7 +284,15 @@ def _spec_hashes(inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _converged(olds: dict[str, Any]) -> bool:
+    """A refilling pool's runners come and go by themselves: its Job, running one pod a slot, is what counts."""
     runners = olds.get("runners") or []
+    if _refills(olds):  # and finished pods are deleted once there are as many as slots
+        return (
+            not olds.get("problems")
+            and bool(olds.get("job"))
+            and olds.get("parallelism") == olds.get("replicas")
+            and (olds.get("finished_pods") or 0) < (olds.get("replicas") or 1)
+        )
     return (
         not olds.get("problems")
         and len(runners) == olds.get("replicas")

@@ -1,0 +1,542 @@
+"""Reconciling a refilling RunnerPool: its runners are the pods of a Job, which Kubernetes' Job controller
+refills whenever a runner's one job ends (see refill_manifests.py); an update changes only what the Job is made
+of, or how many pods it runs.
+
+A generation is one Job, ``<pool>-j<n>``, with its Secret. What an update does, in order:
+
+TOKEN      The Secret gets the token (one valid for at least ``REFILL_TOKEN_VALIDITY_SECONDS``, so that pods the
+           controller starts until the next update can register). Registered runners never read it again; the
+           pods of the Job that had not registered yet started with the old one, so they are recreated (torn
+           down with no permit: they are in no one's service), and the controller starts their successors.
+SCALE UP   the Job's parallelism rises.
+ROLL       anything else makes a new generation: what the runners are made of (image, labels, pod template...),
+           fewer replicas (a lower parallelism would let the Job controller choose which pods to delete, busy
+           ones among them), a Job in failure back-off (its back-off lives in the controller: a new Job starts
+           afresh), a Job gone, or a pool that did not refill before. The old Jobs are deleted with
+           propagationPolicy Orphan, so nothing refills their pods, which are then drained:
+             not in service (ended, not running, not registered): torn down; its slot goes to the new Job;
+             busy (GitHub's listing, or RemoveRunner's 422): left to finish its job; its slot goes to the new
+               Job at once, so the pool serves for a while with more runners than ``replicas``, never fewer;
+             idle: in waves of ``max_unavailable``, torn down as a rotated runner is (RemoveRunner first, the
+               grace period, the pod deleted); the wave's slots go to the new Job, and the next wave waits
+               until its runners are online.
+CLEAN      Finished pods of the pool are deleted (the Job controller has counted them; between updates they are
+           what the cluster's pod garbage collection leaves), and so are the Secrets of generations no pod runs.
+
+Then a bounded wait (``register_timeout_seconds``) until the Job's runners are online, one per slot. The result
+says what exists and what did not converge; the procedure raises only before anything is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from .clock import Clock
+from .kube_client import PodAlreadyExists, SecretMetadata, describe
+from .manifests import JOB_LABEL, POOL_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
+from .pod_state import pod_finished, pod_live, pod_stuck, runner_exit_code, runner_status, why_not_running
+from .pool import PoolRunner, PoolSpec, PoolTimeouts, concurrently
+from .refill_manifests import (
+    generation_of,
+    job_manifest,
+    job_name,
+    refill_secret_manifest,
+    secret_name,
+)
+from .registrations import by_preferred_name
+from .runner_secret import SecretNotOurs
+from .teardown import (
+    BUSY_POLL_MAX_SECONDS,
+    NO_LIMIT,
+    RunnerLocation,
+    RunnerRegistry,
+    RunnerStillBusy,
+    TeardownTimeouts,
+    owns,
+    tear_down_runner,
+)
+
+log = logging.getLogger(__name__)
+
+# A pod the Job controller starts until the next update registers with the Secret's token: at each update it
+# gets one valid for at least this long, so an update at least this often keeps every new pod registering.
+REFILL_TOKEN_VALIDITY_SECONDS = 1800.0
+JOB_GONE_TIMEOUT_SECONDS = 30.0  # the garbage collector takes an orphaned Job's ownerReferences off in moments
+POLL_FIRST_SECONDS = 0.5
+# Runners stopped from outside (SIGTERM 143, SIGKILL 137) are not the pool failing by itself.
+_STOPPED_EXITS = (137, 143)
+
+
+class RefillGitHub(RunnerRegistry, Protocol):
+    def list_runners(self) -> Iterable[dict[str, Any]]: ...
+    def registrations_of(self, names: list[str]) -> list[dict[str, Any]]: ...
+
+
+class RefillKube(Protocol):
+    def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
+    def read_pod(self, namespace: str, name: str) -> Any: ...
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
+    def list_jobs(self, namespace: str, label_selector: str) -> list[Any]: ...
+    def read_job(self, namespace: str, name: str) -> Any: ...
+    def validate_job(self, manifest: dict[str, Any]) -> None: ...
+    def create_job(self, manifest: dict[str, Any]) -> bool: ...
+    def scale_job(self, namespace: str, name: str, parallelism: int) -> None: ...
+    def orphan_job(self, namespace: str, name: str, uid: str) -> None: ...
+    def create_secret(self, manifest: dict[str, Any]) -> bool: ...
+    def set_secret_value(self, namespace: str, name: str, key: str, value: str) -> None: ...
+    def read_secret_metadata(self, namespace: str, name: str) -> SecretMetadata | None: ...
+    def list_secret_metadata(self, namespace: str, label_selector: str) -> list[SecretMetadata]: ...
+    def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool: ...
+
+
+class RefillNotConverged(Exception):
+    """The Job's runners did not all come online in time."""
+
+
+@dataclass
+class RefillResult:
+    job: str | None  # the generation that serves the pool
+    parallelism: int
+    runners: list[dict[str, Any]] = field(default_factory=list)  # the pool's live runner pods, as GitHub lists them
+    problems: list[str] = field(default_factory=list)
+    recreated: int = 0  # pods recreated for a new token (they had not registered)
+    drained: int = 0  # runners of older generations torn down
+    left_busy: int = 0  # runners of older generations left to finish their jobs
+
+
+@dataclass
+class _Refill:
+    """One reconciliation's collaborators."""
+
+    spec: PoolSpec
+    recorded: dict[str, PoolRunner]  # runners a state of the pool before it refilled lists
+    github: RefillGitHub
+    kube: RefillKube
+    clock: Clock
+    timeouts: PoolTimeouts
+
+    @property
+    def namespace(self) -> str:
+        return self.spec.template.namespace
+
+    @property
+    def selector(self) -> str:
+        return f"{POOL_LABEL}={self.spec.name}"
+
+    def pods(self, *, others_fail: bool = True) -> list[Any]:
+        """The pool's pods; another stack's pool of the name in the namespace fails the call (nothing touched)."""
+        pods = self.kube.list_pods(self.namespace, self.selector)
+        theirs = sorted(p.metadata.name for p in pods if not made_by(self.spec.template, p.metadata.labels))
+        if theirs and others_fail:
+            raise PodAlreadyExists(
+                f"pool_name {self.spec.name!r}: pods {', '.join(theirs)} in namespace {self.namespace} belong to "
+                "another resource's pool of that name (another stack's); nothing was touched. Choose another "
+                "pool_name."
+            )
+        return [p for p in pods if p.metadata.name not in theirs]
+
+    def jobs(self) -> list[Any]:
+        return [
+            j
+            for j in self.kube.list_jobs(self.namespace, self.selector)
+            if made_by(self.spec.template, j.metadata.labels)
+        ]
+
+    def location(self, pod: Any, runner_id: int | None) -> RunnerLocation:
+        """A Job's pod has no Secret of its own (its generation's is shared: it goes with the generation); a
+        runner of the pool from before it refilled is taken down as its state recorded it."""
+        name = pod.metadata.name
+        recorded = self.recorded.get(name)
+        if JOB_LABEL in (pod.metadata.labels or {}):
+            location = RunnerLocation.of(self.spec.runner(name), runner_id, ephemeral=True)
+            return replace(location, secret_name=f"{name}-no-secret")
+        if recorded is not None and runner_id is None:
+            runner_id = recorded.runner_id
+        return RunnerLocation.of(self.spec.runner(name), runner_id, ephemeral=bool(recorded and recorded.ephemeral))
+
+    def teardown_timeouts(self, unregister_timeout: float) -> TeardownTimeouts:
+        return TeardownTimeouts(
+            self.timeouts.grace_period_seconds, unregister_timeout, self.timeouts.pod_gone_timeout_seconds
+        )
+
+
+def reconcile_refill_pool(
+    spec: PoolSpec,
+    recorded: list[PoolRunner],
+    token_changed: bool,
+    github: RefillGitHub,
+    kube: RefillKube,
+    clock: Clock,
+    timeouts: PoolTimeouts,
+) -> RefillResult:
+    """``recorded``: the runners a state of the pool from before it refilled lists (taken down as recorded);
+    ``token_changed``: the pool's token differs from the one its state recorded."""
+    started = clock.monotonic()
+    refill = _Refill(spec, {r.name: r for r in recorded}, github, kube, clock, timeouts)
+    pods = refill.pods()
+    jobs = refill.jobs()
+    registered = _owned_registrations(refill, github.list_runners(), pods)
+    serving = _serving_job(refill, jobs, pods)
+    assert spec.tokens is not None  # a refilling pool's runners register with tokens
+    token = replace(spec.tokens, needed_seconds=max(spec.tokens.needed_seconds, REFILL_TOKEN_VALIDITY_SECONDS))
+
+    if serving is None:
+        generation = 1 + max(
+            [generation_of(j.metadata.name) for j in jobs]
+            + [generation_of((p.metadata.labels or {}).get(JOB_LABEL, "")) for p in pods],
+            default=0,
+        )
+        job = job_name(spec.name, generation)
+        kube.validate_job(job_manifest(spec.template, job, spec.replicas))  # PodRejected: nothing touched
+        _write_secret(refill, job, token.for_start())
+        _orphan(refill, jobs)
+        parallelism = 0
+        log.info("pool %s: Job %s serves it from now on (%d runners)", spec.name, job, spec.replicas)
+    else:
+        job, parallelism = serving.metadata.name, int(serving.spec.parallelism or 0)
+        _write_secret(refill, job, token.for_start())
+        _orphan(refill, [j for j in jobs if j.metadata.name != job])
+    result = RefillResult(job=job, parallelism=parallelism)
+
+    live = [p for p in pods if pod_live(p)]
+    ours = [p for p in live if (p.metadata.labels or {}).get(JOB_LABEL) == job]
+    older = [p for p in live if p not in ours]
+    idle = [p for p in older if _in_service(registered.get(p.metadata.name)) == "idle"]
+    busy = [p for p in older if _in_service(registered.get(p.metadata.name)) == "busy"]
+    out = [p for p in older if p not in idle and p not in busy]
+    result.left_busy = len(busy)
+    if token_changed and serving is not None:
+        unregistered = [p for p in ours if p.metadata.name not in registered]
+        out += unregistered
+        result.recreated = len(unregistered)
+
+    problems = _tear_down(refill, out, registered, result)
+    parallelism = max(parallelism, min(spec.replicas, spec.replicas - len(idle)))
+    if serving is None:
+        kube.create_job(job_manifest(spec.template, job, parallelism))
+    elif parallelism != int(serving.spec.parallelism or 0):
+        kube.scale_job(refill.namespace, job, parallelism)
+    result.parallelism = parallelism
+    if older or problems:
+        log.info(
+            "pool %s: %d runners of older generations to drain (%d idle, in waves of %d; %d busy, left to finish "
+            "their jobs)",
+            spec.name,
+            len(idle) + len(busy),
+            len(idle),
+            spec.max_unavailable,
+            len(busy),
+        )
+    try:
+        for start in range(0, len(idle), spec.max_unavailable):
+            wave = idle[start : start + spec.max_unavailable]
+            freed, failed = _drain_wave(refill, wave, registered)
+            problems += failed
+            result.drained += freed
+            result.parallelism = min(spec.replicas, result.parallelism + freed)
+            kube.scale_job(refill.namespace, job, result.parallelism)
+            if start + spec.max_unavailable < len(idle):
+                _wait_filled(refill, job, result.parallelism)
+        _wait_filled(refill, job, result.parallelism)
+    except RefillNotConverged as error:
+        problems.append(str(error))
+    problems += _clean(refill, job)
+    result.problems = problems
+    result.runners = _runners(refill)
+    log.info(
+        "pool %s: Job %s runs %d; %d recreated for the token, %d drained, %d busy left to finish, in %.1f s; "
+        "%d problems",
+        spec.name,
+        job,
+        result.parallelism,
+        result.recreated,
+        result.drained,
+        result.left_busy,
+        clock.monotonic() - started,
+        len(problems),
+    )
+    return result
+
+
+def tear_down_refill_pool(
+    spec: PoolSpec,
+    recorded: list[PoolRunner],
+    github: RefillGitHub,
+    kube: RefillKube,
+    clock: Clock,
+    timeouts: PoolTimeouts,
+) -> list[str]:
+    """The Jobs deleted so that nothing refills, then every runner taken down at once, each with its busy guard
+    (``unregister_timeout_seconds``); returns what failed."""
+    refill = _Refill(spec, {r.name: r for r in recorded}, github, kube, clock, timeouts)
+    _orphan(refill, refill.jobs())
+    pods = refill.pods(others_fail=False)
+    live = [p for p in pods if pod_live(p)]
+    registered = _owned_registrations(refill, github.list_runners(), live)
+
+    def run(pod: Any) -> str | None:
+        registration = registered.get(pod.metadata.name)
+        location = refill.location(pod, int(registration["id"]) if registration else None)
+        tear_down_runner(location, github, kube, clock, refill.teardown_timeouts(timeouts.unregister_timeout_seconds))
+        return None
+
+    problems = [p for p in concurrently(run, live, lambda pod, e: f"{pod.metadata.name}: {describe(e)}") if p]
+    if not problems:
+        problems += _clean(refill, job=None)
+    return problems
+
+
+@dataclass(frozen=True)
+class RefillObserved:
+    """What a refresh records of a refilling pool."""
+
+    runners: list[dict[str, Any]]  # its runner pods, live or stuck, as GitHub lists them
+    problems: list[str]  # what keeps its slots from being filled, in words
+    finished_pods: int  # pods that have finished, which the next update deletes
+
+
+def observe_refill_pool(
+    spec: PoolSpec, job: str | None, github: RefillGitHub, kube: RefillKube, clock: Clock, timeouts: PoolTimeouts
+) -> RefillObserved:
+    """``job``: the generation that serves the pool, as the last update left it."""
+    refill = _Refill(spec, {}, github, kube, clock, timeouts)
+    pods = refill.pods(others_fail=False)
+    registered = _owned_registrations(refill, github.list_runners(), pods)
+    jobs = {j.metadata.name for j in refill.jobs()}
+    problems = []
+    if job is not None and job not in jobs:
+        problems.append(f"Job {job} is gone: nothing refills the pool's slots; the next update makes a new one")
+    mine = [p for p in pods if (p.metadata.labels or {}).get(JOB_LABEL) == job]
+    if failing := _failing(mine):
+        problems.append(
+            f"Job {job}: {failing}. The Job controller holds its next pods back (10 s, doubling to 10 min) and "
+            "they will fail alike; the next update starts a new Job with a fresh token"
+        )
+    for pod in mine:
+        if stuck := pod_stuck(pod):
+            problems.append(f"runner pod {pod.metadata.name} cannot run ({stuck}): {why_not_running(pod)}")
+    runners = []
+    for pod in sorted(pods, key=lambda p: p.metadata.name):
+        if not pod_live(pod) and not pod_stuck(pod):
+            continue
+        registration = registered.get(pod.metadata.name)
+        runners.append(_runner_of(pod, registration))
+    return RefillObserved(runners, problems, sum(1 for pod in pods if pod_finished(pod)))
+
+
+def _owned_registrations(refill: _Refill, listing: Iterable[dict[str, Any]], pods: list[Any]) -> dict[str, dict]:
+    """The registrations of the pool's pods that are provably theirs (the pool's ownership label)."""
+    names = {p.metadata.name: p for p in pods}
+    found = by_preferred_name(r for r in listing if r.get("name") in names)
+    return {
+        name: registration
+        for name, registration in found.items()
+        if owns(refill.location(names[name], None), registration)
+    }
+
+
+def _in_service(registration: dict[str, Any] | None) -> str | None:
+    if registration is None or registration.get("status") != "online":
+        return None
+    return "busy" if registration.get("busy") else "idle"
+
+
+def _serving_job(refill: _Refill, jobs: list[Any], pods: list[Any]) -> Any | None:
+    """The newest Job made of this spec that may serve on: not being deleted, not running more pods than the
+    pool wants, not in failure back-off."""
+    for job in sorted(jobs, key=lambda j: generation_of(j.metadata.name), reverse=True):
+        name = job.metadata.name
+        if (job.metadata.annotations or {}).get(SPEC_HASH_ANNOTATION) != refill.spec.template.spec_hash:
+            continue
+        if job.metadata.deletion_timestamp is not None or int(job.spec.parallelism or 0) > refill.spec.replicas:
+            continue
+        if failing := _failing(p for p in pods if (p.metadata.labels or {}).get(JOB_LABEL) == name):
+            log.info(
+                "pool %s: Job %s is in failure back-off (%s): a new one replaces it", refill.spec.name, name, failing
+            )
+            continue
+        return job
+    return None
+
+
+def _failing(pods: Iterable[Any]) -> str | None:
+    """Why the Job's pods fail, if pods of it failed by themselves since the last one that succeeded (the Job
+    controller then holds the next pods back, 10 s doubling to 10 min); None if none did."""
+    finished = sorted((p for p in pods if pod_finished(p)), key=_finished_at)
+    failures = []
+    for pod in reversed(finished):
+        code = runner_exit_code(pod)
+        if pod.status.phase == "Succeeded" or code == 0:
+            break
+        if code not in _STOPPED_EXITS:
+            failures.append(pod)
+    if not failures:
+        return None
+    return (
+        f"{len(failures)} runner pods failed since the last one that served a job; the latest: "
+        f"{why_not_running(failures[0])}"
+    )
+
+
+def _finished_at(pod: Any) -> float:
+    status = runner_status(pod)
+    terminated = status.state.terminated if status is not None and status.state is not None else None
+    when = terminated.finished_at if terminated is not None else None
+    return (when or pod.metadata.creation_timestamp).timestamp()
+
+
+def _write_secret(refill: _Refill, job: str, token: str) -> None:
+    manifest = refill_secret_manifest(refill.spec.template, job, token)
+    if refill.kube.create_secret(manifest):
+        return
+    existing = refill.kube.read_secret_metadata(refill.namespace, secret_name(job))
+    labels = existing.labels if existing is not None else {}
+    if existing is not None and not (made_by(refill.spec.template, labels) and labels.get(JOB_LABEL) == job):
+        raise SecretNotOurs(refill.namespace, secret_name(job), labels)
+    refill.kube.set_secret_value(refill.namespace, secret_name(job), TOKEN_KEY, token)
+
+
+def _orphan(refill: _Refill, jobs: list[Any]) -> None:
+    """Old Jobs deleted, their pods left to be drained; waits (bounded) until the Jobs are gone, so that none
+    refills a pod the drain ends."""
+    for job in jobs:
+        refill.kube.orphan_job(refill.namespace, job.metadata.name, job.metadata.uid)
+    deadline = refill.clock.monotonic() + JOB_GONE_TIMEOUT_SECONDS
+    for job in jobs:
+        while refill.kube.read_job(refill.namespace, job.metadata.name) is not None:
+            if refill.clock.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"Job {refill.namespace}/{job.metadata.name} was not gone {JOB_GONE_TIMEOUT_SECONDS:.0f} s after "
+                    "its deletion (propagationPolicy Orphan): is the cluster's garbage collector running?"
+                )
+            refill.clock.sleep(0.1)
+
+
+def _tear_down(refill: _Refill, pods: list[Any], registered: dict[str, dict], result: RefillResult) -> list[str]:
+    """Runners in no one's service, torn down at once with no permit."""
+
+    def run(pod: Any) -> str | None:
+        registration = registered.get(pod.metadata.name)
+        location = refill.location(pod, int(registration["id"]) if registration else None)
+        tear_down_runner(location, refill.github, refill.kube, refill.clock, refill.teardown_timeouts(0))
+        return None
+
+    def failed(pod: Any, error: Exception) -> str | None:
+        if isinstance(error, RunnerStillBusy):  # it took a job since the listing: left to finish it
+            result.left_busy += 1
+            return None
+        return f"{pod.metadata.name}: not taken down: {describe(error)}"
+
+    return [p for p in concurrently(run, pods, failed) if p]
+
+
+def _drain_wave(refill: _Refill, wave: list[Any], registered: dict[str, dict]) -> tuple[int, list[str]]:
+    """Idle runners of older generations torn down, RemoveRunner first: one that GitHub calls busy now is left
+    to finish its job. Returns how many slots came free (either way) and what failed."""
+
+    def run(pod: Any) -> str | None:
+        registration = registered[pod.metadata.name]
+        location = refill.location(pod, int(registration["id"]))
+        try:
+            tear_down_runner(
+                location, refill.github, refill.kube, refill.clock, refill.teardown_timeouts(0), NO_LIMIT, True
+            )
+        except RunnerStillBusy:
+            log.info("pool %s: %s took a job meanwhile: left to finish it", refill.spec.name, pod.metadata.name)
+        return None
+
+    problems = [
+        p for p in concurrently(run, wave, lambda pod, e: f"{pod.metadata.name}: not taken down: {describe(e)}") if p
+    ]
+    return len(wave) - len(problems), problems
+
+
+def _wait_filled(refill: _Refill, job: str, slots: int) -> None:
+    """Until ``slots`` runners of the Job are online (busy or idle), bounded by register_timeout_seconds."""
+    timeout = refill.timeouts.register_timeout_seconds
+    deadline = refill.clock.monotonic() + timeout
+    delay = POLL_FIRST_SECONDS
+    while True:
+        refill.clock.sleep(delay)
+        pods = [p for p in refill.kube.list_pods(refill.namespace, f"{JOB_LABEL}={job}") if pod_live(p)]
+        names = [p.metadata.name for p in pods]
+        online = (
+            {r["name"] for r in refill.github.registrations_of(names) if r.get("status") == "online"}
+            if names
+            else set()
+        )
+        if len(online) >= slots:
+            return
+        if refill.clock.monotonic() >= deadline:
+            waiting = [
+                p
+                for p in refill.kube.list_pods(refill.namespace, f"{JOB_LABEL}={job}")
+                if p.metadata.name not in online
+            ]
+            reasons = sorted({why_not_running(p) for p in waiting})[:3]
+            raise RefillNotConverged(
+                f"Job {job}: {len(online)} of {slots} runners online after {timeout:.0f} s "
+                f"(register_timeout_seconds); its other pods: {'; '.join(reasons) or 'none made yet'}"
+            )
+        delay = min(delay * 1.5, BUSY_POLL_MAX_SECONDS, max(deadline - refill.clock.monotonic(), 0.0))
+
+
+def _clean(refill: _Refill, job: str | None) -> list[str]:
+    """Finished pods deleted (the Job controller has counted them, or will as they go), and the Secrets of
+    generations that no live pod belongs to."""
+    problems = []
+    pods = refill.pods(others_fail=False)
+    for pod in pods:
+        if pod_finished(pod) and pod.metadata.deletion_timestamp is None:
+            try:
+                refill.kube.delete_pod(refill.namespace, pod.metadata.name)
+            except Exception as error:
+                problems.append(f"finished pod {pod.metadata.name} not deleted: {describe(error)}")
+    running = {(p.metadata.labels or {}).get(JOB_LABEL) for p in pods if not pod_finished(p)}
+    for secret in refill.kube.list_secret_metadata(refill.namespace, refill.selector):
+        generation = secret.labels.get(JOB_LABEL)
+        if (
+            generation
+            and generation != job
+            and generation not in running
+            and made_by(refill.spec.template, secret.labels)
+        ):
+            refill.kube.delete_secret(refill.namespace, secret.name, uid=secret.uid)
+    return problems
+
+
+def _runners(refill: _Refill) -> list[dict[str, Any]]:
+    pods = [p for p in refill.pods(others_fail=False) if pod_live(p)]
+    names = [p.metadata.name for p in pods]
+    registered = by_preferred_name(refill.github.registrations_of(names)) if names else {}
+    return [_runner_of(p, registered.get(p.metadata.name)) for p in sorted(pods, key=lambda p: p.metadata.name)]
+
+
+def _runner_of(pod: Any, registration: dict[str, Any] | None) -> dict[str, Any]:
+    """A runner as the pool's ``runners`` output lists it."""
+    return {
+        "name": pod.metadata.name,
+        "pod": pod.metadata.name,
+        "job": (pod.metadata.labels or {}).get(JOB_LABEL),
+        "id": registration["id"] if registration else None,
+        "status": registration["status"] if registration else None,
+        "busy": registration["busy"] if registration else None,
+    }
+
+
+def retire_jobs(
+    spec: PoolSpec, github: RefillGitHub, kube: RefillKube, clock: Clock, timeouts: PoolTimeouts
+) -> list[str]:
+    """A pool that refilled, and no longer does: its Jobs deleted so that nothing refills, their runners that are
+    in no one's service or idle torn down (RemoveRunner first), busy ones left to finish their jobs; a pool
+    reconciled afterwards starts runners of its own in their place. Returns what failed."""
+    refill = _Refill(spec, {}, github, kube, clock, timeouts)
+    _orphan(refill, refill.jobs())
+    pods = [p for p in refill.pods() if pod_live(p) and JOB_LABEL in (p.metadata.labels or {})]
+    registered = _owned_registrations(refill, github.list_runners(), pods)
+    result = RefillResult(job=None, parallelism=0)
+    problems = _tear_down(refill, pods, registered, result)
+    return problems + _clean(refill, job=None)

@@ -1,0 +1,213 @@
+"""A refilling RunnerPool end to end, on the real kube-controller-manager's Job controller: slots refilled between
+updates with no `pulumi up`, token renewals that recreate only what had not registered, rotations and scale-downs
+that never delete a busy runner's pod, failures a refresh reports in words."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
+from actions_runners_simulator.simulator import Simulator
+from pulumi_actions_runners.manifests import JOB_LABEL, POOL_LABEL
+from tests.conftest import ROOT, wait_until
+from tests.helpers import NAMESPACE, new_token, outputs
+from tests.programs import token_and_pool
+from tests.test_runner_pool import OnlineSampler
+
+
+def refilling(sim: Simulator, token: str, **pool_args) -> object:
+    return token_and_pool(sim, token, refill=True, **{"replicas": 3, "max_unavailable": 1, **pool_args})
+
+
+def idle_online(sim: Simulator) -> set[str]:
+    return {r["name"] for r in sim.github.runners() if r["status"] == "online" and not r["busy"]}
+
+
+def online(sim: Simulator) -> dict[str, dict]:
+    return {r["name"]: r for r in sim.github.runners() if r["status"] == "online"}
+
+
+def job_pods(sim: Simulator, job: str) -> list[dict]:
+    with sim.kube.api_server.admin_client() as admin:
+        pods = client.CoreV1Api(admin).list_namespaced_pod(NAMESPACE, label_selector=f"{JOB_LABEL}={job}").items
+        return [p.to_dict() for p in pods]
+
+
+def failed_pods(sim: Simulator) -> list[dict]:
+    return [p for p in job_pods(sim, "pool-j1") if p["status"]["phase"] == "Failed"]
+
+
+def finished_pods(sim: Simulator) -> list[dict]:
+    return [p for p in job_pods(sim, "pool-j1") if p["status"]["phase"] in ("Succeeded", "Failed")]
+
+
+def jobs(sim: Simulator) -> dict[str, dict]:
+    with sim.kube.api_server.admin_client() as admin:
+        found = client.BatchV1Api(admin).list_namespaced_job(NAMESPACE, label_selector=f"{POOL_LABEL}=pool").items
+        return {j.metadata.name: j.to_dict() for j in found}
+
+
+def test_a_slot_whose_runner_took_its_job_is_refilled_with_no_update(sim: Simulator) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token))
+        pool = outputs(engine, "pool")
+        assert pool["problems"] == []
+        assert (pool["job"], pool["parallelism"]) == ("pool-j1", 3)
+        first = idle_online(sim)
+        assert len(first) == 3 and all(name.startswith("pool-j1-") for name in first)
+        assert {r["name"] for r in pool["runners"]} == first
+
+        took_a_job = sorted(first)[0]
+        sim.github.start_job(took_a_job, 0.3)
+        wait_until(lambda: len(idle_online(sim) - first) == 1, "a fresh runner in the slot of the one that took a job")
+        assert took_a_job not in online(sim), "an ephemeral runner is gone after its job"
+        assert len(idle_online(sim)) == 3
+
+        # Nothing to do: the Job keeps the slots, however its pods came and went.
+        assert {s.op for s in engine.up(refilling(sim, token))} == {"same"}
+
+        # Finished pods are deleted once a refresh finds as many as there are slots.
+        for name in sorted(idle_online(sim))[:2]:
+            sim.github.start_job(name, 0.1)
+        wait_until(lambda: len(finished_pods(sim)) == 3, "3 finished pods")
+        engine.refresh()
+        assert outputs(engine, "pool")["finished_pods"] == 3
+        assert [s.op for s in engine.up(refilling(sim, token))] == ["update"]
+        assert finished_pods(sim) == [] and len(idle_online(sim)) == 3
+
+
+def test_a_token_renewal_recreates_no_registered_runner_and_new_pods_read_the_new_token(sim: Simulator) -> None:
+    old, new = new_token(sim), new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, old))
+        before = {name: runner["id"] for name, runner in online(sim).items()}
+
+        preview = engine.preview(refilling(sim, new))
+        assert [(s.op, "token_hash" in s.reasons) for s in preview] == [("update", True)]
+        engine.up(refilling(sim, new))
+        assert {name: runner["id"] for name, runner in online(sim).items()} == before, "none recreated"
+        assert outputs(engine, "pool")["job"] == "pool-j1"
+        assert "0 recreated for the token" in "\n".join(engine.provider.stderr_lines)
+
+        # The old token's hour is up: a pod the Job starts from now on registers only if it reads the new one.
+        sim.github.expire_token(old)
+        sim.github.start_job(sorted(before)[0], 0.2)
+        wait_until(lambda: len(idle_online(sim) - set(before)) == 1, "a fresh runner registered with the new token")
+
+
+def test_a_rotation_drains_the_old_job_within_max_unavailable_and_leaves_a_busy_runner_to_finish(
+    sim: Simulator,
+) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token, replicas=4))
+        old = set(online(sim))
+        busy = sorted(old)[0]
+        sim.github.start_job(busy, None)
+        with OnlineSampler(sim) as sampler:
+            engine.up(refilling(sim, token, replicas=4, labels=["gpu"]))
+
+        pool = outputs(engine, "pool")
+        assert pool["problems"] == [] and (pool["job"], pool["parallelism"]) == ("pool-j2", 4)
+        assert set(jobs(sim)) == {"pool-j2"}, "the old Job is deleted (its pods orphaned, then drained)"
+        assert busy in online(sim) and online(sim)[busy]["busy"], "the busy runner runs on"
+        assert sim.kube.pod(NAMESPACE, busy) is not None
+        assert len([n for n in online(sim) if n.startswith("pool-j2-")]) == 4, "its slot went to the new Job at once"
+        assert not (old - {busy}) & set(online(sim)), "every idle runner of the old Job was taken down"
+        assert sampler.fewest >= 3, f"only {sampler.fewest} runners were online at one point (max_unavailable 1)"
+        assert sim.runners.jobs_killed == []
+
+        sim.github.finish_job(busy)
+        wait_until(lambda: busy not in online(sim), "the busy runner to finish its job and go")
+        engine.up(refilling(sim, token, replicas=5, labels=["gpu"]))
+        assert sim.kube.pod(NAMESPACE, busy) is None, "its finished pod is deleted by the next update"
+        assert sim.runners.jobs_killed == []
+
+
+def test_a_scale_down_never_lets_the_job_controller_pick_a_busy_runner(sim: Simulator) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token, replicas=3))
+        busy = sorted(online(sim))[1]
+        sim.github.start_job(busy, None)
+        engine.up(refilling(sim, token, replicas=2))
+        pool = outputs(engine, "pool")
+        assert (pool["job"], pool["parallelism"]) == ("pool-j2", 2)
+        assert online(sim)[busy]["busy"] and sim.runners.jobs_killed == []
+        sim.github.finish_job(busy)
+        engine.up(refilling(sim, token, replicas=5))  # a scale-up only raises the Job's parallelism
+        assert (outputs(engine, "pool")["job"], outputs(engine, "pool")["parallelism"]) == ("pool-j2", 5)
+        assert len(idle_online(sim)) == 5
+
+
+def test_a_lapsed_token_is_reported_by_refresh_in_words_without_a_crash_loop_and_the_next_update_restores(
+    sim: Simulator,
+) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token, replicas=2))
+        sim.github.expire_token(token)
+        for name in sorted(online(sim)):
+            sim.github.start_job(name, 0.1)
+        wait_until(lambda: not online(sim), "both runners to take their job and go")
+        wait_until(lambda: len(failed_pods(sim)) >= 2, "the Job's next pods to fail to register")
+        made = len(job_pods(sim, "pool-j1"))
+        engine.refresh()
+        problems = outputs(engine, "pool")["problems"]
+        assert any("the registration token has expired or was used up" in p for p in problems), problems
+        time.sleep(3)
+        assert len(job_pods(sim, "pool-j1")) <= made + 2, "the Job controller backs off: no crash loop"
+
+        steps = engine.up(refilling(sim, new_token(sim), replicas=2))
+        assert [s.op for s in steps] == ["update"]
+        pool = outputs(engine, "pool")
+        assert pool["problems"] == [] and pool["job"] == "pool-j2"
+        assert len(idle_online(sim)) == 2
+
+
+def test_a_pool_turns_refilling_in_a_previewed_rotation_that_waits_for_no_busy_runner(sim: Simulator) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(token_and_pool(sim, token, replicas=3, max_unavailable=1))
+        sim.github.start_job("pool-1", None)
+        preview = engine.preview(refilling(sim, token))
+        assert [(s.op, s.reasons) for s in preview] == [("update", ("refill",))]
+        engine.up(refilling(sim, token))
+        assert online(sim)["pool-1"]["busy"] and sim.kube.pod(NAMESPACE, "pool-1") is not None
+        assert {n for n in idle_online(sim)} == {n for n in idle_online(sim) if n.startswith("pool-j1-")}
+        assert len(idle_online(sim)) == 3 and sim.runners.jobs_killed == []
+        sim.github.finish_job("pool-1")
+        assert {s.op for s in engine.up(refilling(sim, token))} == {"same"}
+
+
+def test_destroy_deletes_the_job_first_and_takes_every_runner_down(sim: Simulator) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token))
+        engine.destroy()
+        assert jobs(sim) == {}
+        assert job_pods(sim, "pool-j1") == []
+        assert online(sim) == {}
+        with sim.kube.api_server.admin_client() as admin:
+            secrets = client.CoreV1Api(admin).list_namespaced_secret(NAMESPACE, label_selector=f"{POOL_LABEL}=pool")
+            assert secrets.items == []
+
+
+@pytest.mark.parametrize(
+    ("args", "prop"),
+    [
+        ({"jit_config": True, "token": None}, "refill"),
+        ({"ephemeral": False}, "ephemeral"),
+        ({"refill": "yes"}, "refill"),
+    ],
+)
+def test_a_refill_pool_is_refused_with_jit_or_persistent_runners(sim: Simulator, args: dict, prop: str) -> None:
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as failed:
+        engine.preview(token_and_pool(sim, **{"token": "A" * 29, "refill": True, **args}))
+    (error,) = failed.value.errors
+    assert isinstance(error, CheckFailed)
+    assert [p for p, _ in error.failures] == [prop]
