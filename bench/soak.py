@@ -1,6 +1,8 @@
 """Soak (not a test): seeded rounds of changes, busy jobs, injected faults and killed provider processes.
 
-Each round changes a stack of lone Runners and RunnerPools (token rotation, spec change, scaling, max_unavailable,
+Each round changes a stack of lone Runners and RunnerPools, one of them refilling (its runners the pods of a Job
+that the real Job controller refills as jobs end; a spec change may turn a pool's refill on or off) (token
+rotation, spec change, scaling, max_unavailable,
 a lone runner added or removed, destroy and recreate, refresh then up), while jobs run on random runners (some
 longer than ``unregister_timeout_seconds``; ephemeral runners exit after theirs), with faults injected in the
 GitHub double, in the fault proxy in front of the real API server, and on the node, and sometimes with the
@@ -48,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from actions_runners_simulator.audit import audit, state_runners, unconverged_pools
+from actions_runners_simulator.audit import audit, refilling_pools, state_runners, unconverged_pools
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
@@ -106,6 +108,7 @@ class RunnerShape:
 class PoolShape(RunnerShape):
     replicas: int = 4
     max_unavailable: int | str = "50%"
+    refill: bool = False  # its runners the pods of a Job, refilled between updates
 
 
 @dataclass
@@ -150,6 +153,7 @@ def program(sim: Simulator, shape: StackShape, *, github_app: bool = False) -> C
                 pool_name=name,
                 replicas=pool.replicas,
                 max_unavailable=pool.max_unavailable,
+                refill=pool.refill,
                 **common,
                 **_runner_args(pool, token),
             )
@@ -176,6 +180,7 @@ def first_shape(rng: random.Random) -> StackShape:
     pools = {
         "pool-a": PoolShape(jit=False, labels=("soak",), image=IMAGES[0], replicas=rng.randint(60, 80)),
         "pool-b": PoolShape(jit=True, labels=("soak",), image=IMAGES[0], replicas=rng.randint(30, 40)),
+        "pool-c": PoolShape(jit=False, labels=("soak",), image=IMAGES[0], replicas=rng.randint(10, 20), refill=True),
     }
     return StackShape(runners, pools)
 
@@ -218,14 +223,22 @@ def change_stack(rng: random.Random, shape: StackShape, *, in_place: bool = Fals
         targets: dict[str, Any] = shape.pools if rng.random() < 2 / 3 or not shape.runners else shape.runners
         name = rng.choice(sorted(targets))
         target = targets[name]
-        # A persistent runner stays one: GitHub makes just-in-time runners ephemeral (Check refuses the pair).
-        aspect = rng.choices(["labels", "image", "pod", "jit"], weights=[2, 2, 1, 1 if target.ephemeral else 0])[0]
+        # A persistent runner stays one: GitHub makes just-in-time runners ephemeral (Check refuses the pair), and
+        # a refilling pool's runners register with its token (Check refuses just-in-time configs there).
+        refill = getattr(target, "refill", None)
+        jit_weight = 1 if target.ephemeral and not refill else 0
+        refill_weight = 1 if refill is not None and not target.jit else 0
+        aspect = rng.choices(["labels", "image", "pod", "jit", "refill"], weights=[2, 2, 1, jit_weight, refill_weight])[
+            0
+        ]
         if aspect == "pod":
             changed = replace(target, pod=rng.choice([p for p in POD_SHAPES if p != target.pod]))
         elif aspect == "labels":
             changed = replace(target, labels=rng.choice([s for s in LABEL_SETS if s != target.labels]))
         elif aspect == "image":
             changed = replace(target, image=IMAGES[1] if target.image == IMAGES[0] else IMAGES[0])
+        elif aspect == "refill":
+            changed = replace(target, refill=not refill)
         else:
             changed = replace(target, jit=not target.jit)
         (shape.pools if name in shape.pools else shape.runners)[name] = changed
@@ -555,7 +568,8 @@ class Soak:
             current.violations.append(f"{operation} did not succeed after {SETTLE_RUNS} clean runs")
         resources = [(r.type, r.urn.split("::")[-1], r.outputs) for r in self.engine.state.values()]
         expected = [] if operation == "destroy" else state_runners(resources)
-        findings = audit(self.sim, expected, namespace=NAMESPACE, foreign_ids=self.foreign_ids)
+        refilling = [] if operation == "destroy" else refilling_pools(resources)
+        findings = audit(self.sim, expected, namespace=NAMESPACE, foreign_ids=self.foreign_ids, refilling=refilling)
         findings += unconverged_pools(resources)
         killed = self.sim.runners.jobs_killed
         if killed:

@@ -326,7 +326,8 @@ def refusal(call: Callable[[], object]) -> int | None:
 
 def allowed(api: client.ApiClient, verb: str, resource: str, namespace: str | None = None) -> bool:
     """What the authorizer says of the caller's own ``verb`` on ``resource`` (SelfSubjectAccessReview)."""
-    attributes = {"verb": verb, "resource": resource} | ({"namespace": namespace} if namespace else {})
+    group = "batch" if resource == "jobs" else ""
+    attributes = {"verb": verb, "resource": resource, "group": group} | ({"namespace": namespace} if namespace else {})
     review = {"spec": {"resourceAttributes": attributes}}
     answer = client.AuthorizationV1Api(api).create_self_subject_access_review(review)
     return bool(answer.status.allowed)
@@ -345,6 +346,7 @@ def test_the_provider_s_rules_are_what_kube_client_calls_and_pods_are_never_repl
     assert granted(RUNNER_NAMESPACE_RULES) == {
         *(("pods", verb) for verb in ("create", "get", "list", "patch", "delete")),
         *(("secrets", verb) for verb in ("create", "get", "list", "update", "patch", "delete")),
+        *(("jobs", verb) for verb in ("create", "get", "list", "patch", "delete")),
     }
     # pulumi_kubernetes' server-side apply: a PATCH that may create; GET, LIST and WATCH to await; DELETE.
     verbs = ("get", "list", "watch", "create", "patch", "delete")
@@ -368,6 +370,18 @@ def test_the_provider_s_identity_may_make_and_list_pods_and_secrets_in_the_runne
         assert [p.metadata.name for p in kube.list_pods(NAMESPACE, "")] == ["mine"]
         kube.annotate_pod(NAMESPACE, "mine", {"seen": "yes"})
         kube.delete_pod(NAMESPACE, "mine", grace_seconds=0)
+        # A refilling pool's Job, as refill_pool.py reaches it.
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "mine", "namespace": NAMESPACE},
+            "spec": {"parallelism": 0, "template": {"spec": mine["spec"] | {"restartPolicy": "Never"}}},
+        }
+        kube.validate_job(job)
+        assert kube.create_job(job)
+        assert [j.metadata.name for j in kube.list_jobs(NAMESPACE, "")] == ["mine"]
+        kube.scale_job(NAMESPACE, "mine", 0)
+        kube.orphan_job(NAMESPACE, "mine", kube.read_job(NAMESPACE, "mine").metadata.uid)
 
     # Secrets as the provider reaches them: by their metadata alone, replaced at a resourceVersion, deleted by uid.
     made = core.create_namespaced_secret(NAMESPACE, {"metadata": {"name": "mine"}, "stringData": {"token": "t"}})

@@ -53,6 +53,10 @@ SCENARIOS: dict[str, tuple[str, dict[str, str]]] = {
     "pool_scale": ("pool", {"runners": "6"}),
     "group": ("group", {"runnerGroup": "small"}),
     "hostile": ("pool", {"labels": "pulumi," + ",".join(HOSTILE_LABELS)}),
+    "pool_refill": ("pool", {"refill": "true"}),
+    "refill_token": ("refill", {"tokenRefreshBeforeSeconds": "3000"}),
+    "refill_scale": ("refill", {"runners": "5"}),
+    "refill_fewer": ("refill", {"runners": "2"}),
 }
 
 
@@ -77,6 +81,8 @@ def recorded(
         configs = {
             "runners": sim.stack_config(runners=2, grace_period_seconds=1),
             "pool": sim.stack_config(runners=4, grace_period_seconds=1, pool=True),
+            "refill": sim.stack_config(runners=3, grace_period_seconds=1, pool=True, refill=True)
+            | {"namespace": "refilled", "createNamespace": "true"},
             "group": sim.stack_config(runners=1, grace_period_seconds=1)
             | {"githubUrl": f"{sim.github.url}/octo-org", "runnerGroup": "large", "namespace": sim.namespace},
         }
@@ -156,6 +162,25 @@ EXPECTED = {  # scenario: (exit code, lines the text report holds)
     "pool_scale": (2, ["Runners: 2 runners added.", "RunnerPool pool  scale from 4 to 6", "because: replicas 4 -> 6"]),
     "group": (2, ["Runner runner-0  recreate its runner", "because: runner group large -> small"]),
     "hostile": (2, ["RunnerPool pool  relabel 4 runners in place"]),
+    "pool_refill": (
+        2,
+        [
+            "Runners: 4 runners recreated, at most 1 out of service at once.",
+            "RunnerPool pool  roll to a new Job of 4 runners: the 4 runners of the pool drained, idle ones at most 1 "
+            "at a time, busy ones left to finish their jobs",
+            "because: refill turned on",
+        ],
+    ),
+    "refill_token": (
+        2,
+        [
+            "Runners: 1 registration token renewed.",
+            "RunnerPool pool  write the new token to Job",
+            "-j1's Secret: registered runners keep theirs; 0 runners not registered yet (seen by refresh) recreated",
+        ],
+    ),
+    "refill_scale": (2, ["RunnerPool pool  raise Job", "-j1's parallelism from 3 to 5", "because: replicas 3 -> 5"]),
+    "refill_fewer": (2, ["RunnerPool pool  roll to a new Job of 2 runners", "replicas 3 -> 2: a new Job"]),
 }
 
 

@@ -11,6 +11,7 @@ pulumi config set createNamespace false              # optional: the namespace a
 pulumi config set tokenRefreshBeforeSeconds 1800     # optional: renew the token when it expires sooner
 pulumi config set pool true                          # optional: one RunnerPool instead of separate Runners
 pulumi config set maxUnavailable 25%                 # optional (pool): how many may be out of service at once
+pulumi config set refill true                        # optional (pool): a Job refills a slot when its job ends
 pulumi config set jitConfig true                     # optional: just-in-time configs instead of a token
 pulumi config set runnerCpu 2                        # optional: the runner container's CPU (request = limit)
 pulumi config set runnerMemory 4Gi                   # optional: its memory (request = limit)
@@ -116,6 +117,7 @@ if config.get_bool("pool"):
         "pool",
         replicas=runner_count,
         max_unavailable=_count_or_percent(config.get("maxUnavailable") or "25%"),
+        refill=config.get_bool("refill") is True,
         **credential,
         **settings,
     )

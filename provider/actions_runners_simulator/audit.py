@@ -8,16 +8,27 @@ belongs to one of them. The soak checks this after every round; a test can check
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pulumi_actions_runners.manifests import MANAGED_BY, SPEC_HASH_ANNOTATION, TOKEN_HASH_ANNOTATION
+from pulumi_actions_runners.manifests import (
+    JOB_LABEL,
+    MANAGED_BY,
+    POOL_LABEL,
+    SPEC_HASH_ANNOTATION,
+    TOKEN_HASH_ANNOTATION,
+)
+from pulumi_actions_runners.refill_manifests import secret_name
 from pulumi_actions_runners.runner_inputs import runner_spec
 
 from .simulator import Simulator
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+# The Job controller refills a slot within seconds of its runner's exit: a refilling pool's slots are looked at
+# again until then.
+REFILLED_WITHIN_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,18 @@ class StateRunner:
     token_hash: str | None
     spec_hash: str | None
     image: str
+
+
+@dataclass(frozen=True)
+class RefillingPool:
+    """A refilling RunnerPool as the state records it: its runners are whatever pods its Job runs."""
+
+    resource: str
+    pool_name: str
+    job: str | None
+    replicas: int
+    image: str
+    spec_hash: str | None
 
 
 @dataclass(frozen=True)
@@ -61,7 +84,7 @@ def state_runners(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> li
                     outputs["image"],
                 )
             )
-        elif type_.endswith(":RunnerPool"):
+        elif type_.endswith(":RunnerPool") and outputs.get("refill") is not True:
             for runner in outputs.get("runners") or []:
                 runner_id = runner.get("id")
                 runners.append(
@@ -79,6 +102,21 @@ def state_runners(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> li
     return runners
 
 
+def refilling_pools(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[RefillingPool]:
+    return [
+        RefillingPool(
+            name,
+            outputs["pool_name"],
+            outputs.get("job"),
+            int(outputs["replicas"]),
+            outputs["image"],
+            outputs.get("spec_hash"),
+        )
+        for type_, name, outputs in resources
+        if type_.endswith(":RunnerPool") and outputs.get("refill") is True
+    ]
+
+
 def unconverged_pools(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[Finding]:
     """Pools whose state is not what was asked for: problems left, another number of runners than ``replicas``,
     runners of another token or spec than the pool's."""
@@ -89,6 +127,12 @@ def unconverged_pools(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -
         runners = outputs.get("runners") or []
         if outputs.get("problems"):
             findings.append(Finding("untrue", f"{name}: problems left: {outputs['problems']}"))
+        if outputs.get("refill") is True:  # its runners come and go: its Job is what converges
+            if not outputs.get("job") or outputs.get("parallelism") != outputs.get("replicas"):
+                findings.append(
+                    Finding("untrue", f"{name}: Job {outputs.get('job')} runs {outputs.get('parallelism')} pods")
+                )
+            continue
         if len(runners) != outputs.get("replicas"):
             findings.append(Finding("untrue", f"{name}: {len(runners)} runners, replicas {outputs.get('replicas')}"))
         stale = [
@@ -101,15 +145,29 @@ def unconverged_pools(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -
     return findings
 
 
-def audit(sim: Simulator, expected: list[StateRunner], *, namespace: str, foreign_ids: Iterable[int]) -> list[Finding]:
+def audit(
+    sim: Simulator,
+    expected: list[StateRunner],
+    *,
+    namespace: str,
+    foreign_ids: Iterable[int],
+    refilling: Iterable[RefillingPool] = (),
+) -> list[Finding]:
     """What differs between the state's runners and the records; registrations of ``foreign_ids`` (runners
-    the stack does not manage) must be there, untouched, and are nobody's leak."""
+    the stack does not manage) must be there, untouched, and are nobody's leak. ``refilling``: pools whose
+    runners are the pods of a Job (see `_refill_findings`)."""
     findings: list[Finding] = []
     foreign = set(foreign_ids)
     ours = {MANAGED_BY_LABEL: MANAGED_BY}
     pods = {p["metadata"]["name"]: p for p in sim.kube.pods(namespace) if _labelled(p, ours)}
     secrets = {s["metadata"]["name"]: s for s in sim.kube.secrets(namespace) if _labelled(s, ours)}
     registrations = {r["id"]: r for r in sim.github.runners()}
+    for pool in refilling:
+        pool_findings, accounted = _refill_findings(sim, pool, namespace)
+        findings += pool_findings
+        pods = {name: pod for name, pod in pods.items() if name not in accounted}
+        secrets = {name: secret for name, secret in secrets.items() if name not in accounted}
+        registrations = {i: r for i, r in registrations.items() if r["name"] not in accounted}
 
     for missing_id in sorted(foreign - registrations.keys()):
         findings.append(Finding("untrue", f"foreign registration {missing_id} was removed"))
@@ -165,6 +223,65 @@ def _runner_findings(
     elif registration["status"] != "online":
         found.append(Finding("untrue", f"{runner.resource}: registration {runner.runner_id} is offline"))
     return found
+
+
+def _refill_findings(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[list[Finding], set[str]]:
+    """A refilling pool is true when its Job is the state's, of its image and spec, running ``replicas`` pods
+    whose runners are online (looked at again for up to REFILLED_WITHIN_SECONDS: a slot whose runner has just
+    exited is being refilled), with its Secret. Pods of other generations may only finish a job; finished pods
+    may stay until as many as slots (an update deletes them then). Returns the findings, and the names of the
+    pods, Secrets and registrations so accounted for."""
+    deadline = time.monotonic() + REFILLED_WITHIN_SECONDS
+    while True:
+        findings, accounted = _refill_look(sim, pool, namespace)
+        if not findings or time.monotonic() >= deadline:
+            return findings, accounted
+        time.sleep(0.5)
+
+
+def _refill_look(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[list[Finding], set[str]]:
+    findings: list[Finding] = []
+    jobs = {j["metadata"]["name"]: j for j in sim.kube.jobs(namespace) if _labelled(j, {POOL_LABEL: pool.pool_name})}
+    pods = [
+        p
+        for p in sim.kube.pods(namespace)
+        if _labelled(p, {POOL_LABEL: pool.pool_name}) and JOB_LABEL in p["metadata"]["labels"]
+    ]
+    online = {r["name"]: r for r in sim.github.runners() if r["status"] == "online"}
+    job = jobs.get(pool.job or "")
+    if job is None:
+        findings.append(Finding("missing", f"{pool.resource}: Job {pool.job} does not exist"))
+    else:
+        template = job["spec"]["template"]["spec"]
+        images = [c["image"] for c in template["containers"] if c["name"] == "runner"]
+        if images != [pool.image] or job["metadata"]["annotations"].get(SPEC_HASH_ANNOTATION) != pool.spec_hash:
+            findings.append(Finding("untrue", f"{pool.resource}: Job {pool.job} runs {images}, not as the state says"))
+        if job["spec"]["parallelism"] != pool.replicas:
+            findings.append(
+                Finding("untrue", f"{pool.resource}: Job {pool.job} runs {job['spec']['parallelism']} pods")
+            )
+    for other in sorted(jobs.keys() - {pool.job}):
+        findings.append(Finding("leaked", f"{pool.resource}: Job {other} is not the state's"))
+    finished = [p for p in pods if _phase(p) in ("Succeeded", "Failed")]
+    running = [p for p in pods if p not in finished and not p["metadata"].get("deletionTimestamp")]
+    serving = [p for p in running if p["metadata"]["labels"][JOB_LABEL] == pool.job]
+    registered = [p for p in serving if p["metadata"]["name"] in online]
+    if len(registered) != pool.replicas:
+        findings.append(
+            Finding("missing", f"{pool.resource}: {len(registered)} of {pool.replicas} slots hold a runner")
+        )
+    for pod in running:
+        name = pod["metadata"]["name"]
+        if pod not in serving and not (online.get(name) or {}).get("busy"):
+            findings.append(Finding("leaked", f"{pool.resource}: pod {name} of an older Job runs no job"))
+    if len(finished) > pool.replicas:
+        findings.append(Finding("leaked", f"{pool.resource}: {len(finished)} finished pods, more than its slots"))
+    generations = {pool.job, *(p["metadata"]["labels"][JOB_LABEL] for p in running)}
+    secrets = {s["metadata"]["name"] for s in sim.kube.secrets(namespace) if _labelled(s, {POOL_LABEL: pool.pool_name})}
+    if pool.job and secret_name(pool.job) not in secrets:
+        findings.append(Finding("missing", f"{pool.resource}: Secret {secret_name(pool.job)} does not exist"))
+    accounted = {p["metadata"]["name"] for p in pods} | {secret_name(g) for g in generations if g}
+    return findings, accounted
 
 
 def _labelled(item: dict[str, Any], labels: Mapping[str, str]) -> bool:

@@ -133,6 +133,9 @@ class SimulatedCluster:
     def namespaces(self) -> list[dict[str, Any]]:
         return self._items(self._core.list_namespace(_preload_content=False))
 
+    def jobs(self, namespace: str) -> list[dict[str, Any]]:
+        return self._items(client.BatchV1Api(self._admin).list_namespaced_job(namespace, _preload_content=False))
+
     def events(self) -> list[dict[str, Any]]:
         """The kubelet stand-in's record: pods created, scheduled, terminating, removed; containers started,
         exited, killed (``at`` on the machine's monotonic clock)."""

@@ -1,6 +1,6 @@
 """The guided tour on the real pulumi CLI: runners created, a token rotation previewed as pending recreations,
-then a replacement while one runner is busy; then a RunnerPool rotated in one update. The simulator runs as its
-own local process.
+then a replacement while one runner is busy; then a RunnerPool rotated in one update; then a refilling pool
+whose slot is refilled after a job with no `pulumi up`. The simulator runs as its own local process.
 
 The busy runner's job is held until the update has been seen waiting on it (RemoveRunner answered 422), and only
 then released, so the tour shows the busy guard on any machine however slow. Every sentence it prints about what
@@ -37,6 +37,7 @@ FLEET_RUNNERS = 20
 REFUSAL_TIMEOUT_SECONDS = 120.0  # for the update to ask GitHub to remove the busy runner
 HOLD_AFTER_REFUSAL_SECONDS = 5.0  # the job stays held this long after the first 422, its pod watched throughout
 POLL_SECONDS = 0.25
+REFILL_TIMEOUT_SECONDS = 60.0  # for a fresh runner in the slot of one that took its job (seconds, in practice)
 POD_DELETIONS = ("pod_terminating", "container_killed", "pod_removed")  # the kubelet stand-in's event types
 Json = dict[str, Any]
 
@@ -205,6 +206,8 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
             tour(stack, simulator, runners)
         with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], stack="fleet", kubernetes_plugin_dir=plugin) as stack:
             fleet_tour(stack, simulator, FLEET_RUNNERS)
+        with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], stack="refill", kubernetes_plugin_dir=plugin) as stack:
+            refill_tour(stack, simulator, runners)
     except (DemoFailed, PulumiFailed) as error:
         failure = str(error)
     finally:
@@ -265,6 +268,45 @@ def fleet_tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int
 
     busy = next(r for r in simulator.get("runners") if r["status"] == "online")
     rotate(stack, simulator, busy, f"rotates all {runners} runners concurrently; the busy one must wait")
+
+    banner("pulumi destroy --yes")
+    print(stack.run("destroy", "--yes").stdout)
+    print(f"  registrations left on GitHub: {len(simulator.get('runners'))}")
+
+
+def refill_tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int) -> None:
+    """A refilling pool: a runner takes a job and exits after it, and Kubernetes' Job controller starts a fresh
+    one in its slot, with no `pulumi up`. The job is ended by the tour (not by a timer), and what it prints is
+    read from GitHub's runner listing and the pods' records."""
+    print(f"\nA pool that keeps itself full: {runners} runners (pulumi config set refill true), the pods of a Job.")
+    new_stack(stack, simulator.info, runners, pool="true", refill="true")
+    banner("pulumi up --yes")
+    print(stack.run("up", "--yes").stdout)
+    before = {r["name"]: r for r in simulator.get("runners") if r["status"] == "online"}
+    name = sorted(before)[0]
+    answer = simulator.job("jobs", name)
+    if answer.status_code != 201:
+        raise DemoFailed(f"the simulator would not start a job on {name}: {answer.text}")
+    print(f"\nA CI job starts on {name}, and ends; an ephemeral runner exits after its one job.")
+    simulator.job("jobs/finish", name)
+    ended = time.monotonic()
+    deadline = ended + REFILL_TIMEOUT_SECONDS
+    while True:
+        online = {r["name"]: r for r in simulator.get("runners") if r["status"] == "online"}
+        fresh = sorted(online.keys() - before.keys())
+        if fresh and name not in online:
+            break
+        if time.monotonic() >= deadline:
+            raise DemoFailed(f"no fresh runner came online in {name}'s slot within {REFILL_TIMEOUT_SECONDS:.0f} s")
+        time.sleep(POLL_SECONDS)
+    waited = time.monotonic() - ended
+    pod = simulator.read_pod(fresh[0]) or {}
+    owner = next(iter((pod.get("metadata") or {}).get("owner_references") or []), None)
+    if owner is None or owner["kind"] != "Job":
+        raise DemoFailed(f"runner {fresh[0]}'s pod was not made by a Job: {owner}")
+    print(f"  +{waited:.1f} s  GitHub lists {fresh[0]} online in its slot (id {online[fresh[0]]['id']}): the runner")
+    print(f"          of a fresh pod that Job {owner['name']}'s controller started; no pulumi command ran meanwhile.")
+    print(f"  GitHub lists {len(online)} runners online, as before the job: {', '.join(sorted(online))}")
 
     banner("pulumi destroy --yes")
     print(stack.run("destroy", "--yes").stdout)

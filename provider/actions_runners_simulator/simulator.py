@@ -122,7 +122,13 @@ class Simulator:
         ]
 
     def stack_config(
-        self, *, runners: int, grace_period_seconds: float, pool: bool = False, create_namespace: bool = False
+        self,
+        *,
+        runners: int,
+        grace_period_seconds: float,
+        pool: bool = False,
+        refill: bool = False,
+        create_namespace: bool = False,
     ) -> dict[str, str]:
         """The `pulumi config` of programs/runners for this simulator (the credential apart: see `credentials`).
         With ``create_namespace`` the program makes the namespace with pulumi_kubernetes (its plugin is on the
@@ -136,6 +142,7 @@ class Simulator:
             "gracePeriodSeconds": str(grace_period_seconds),
             "tokenRefreshBeforeSeconds": "0",
             "pool": str(pool).lower(),
+            **({"refill": "true"} if refill else {}),
         }
 
     def credentials(self, *, github_app: bool = False) -> tuple[dict[str, str], dict[str, str]]:

@@ -32,12 +32,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .clock import Clock
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
 from .manifests import JOB_LABEL, POOL_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
-from .pod_state import pod_finished, pod_live, pod_stuck, runner_exit_code, runner_status, why_not_running
+from .pod_state import (
+    pod_finished,
+    pod_live,
+    pod_problem,
+    pod_stuck,
+    runner_exit_code,
+    runner_status,
+    runs_unregistered,
+    why_not_running,
+)
 from .pool import PoolRunner, PoolSpec, PoolTimeouts, concurrently
 from .refill_manifests import (
     generation_of,
@@ -208,8 +218,15 @@ def reconcile_refill_pool(
     busy = [p for p in older if _in_service(registered.get(p.metadata.name)) == "busy"]
     out = [p for p in older if p not in idle and p not in busy]
     result.left_busy = len(busy)
+    # Pods that will serve no job as they are: stuck (an image that cannot be pulled), or running with no
+    # registration for longer than a registration takes (see pod_state.runs_unregistered). The Job controller
+    # starts a successor for each once it is gone.
+    now = datetime.fromtimestamp(clock.time(), UTC)
+    after = timeouts.register_timeout_seconds
+    out += [p for p in pods if pod_stuck(p) and not pod_finished(p) and p.metadata.deletion_timestamp is None]
+    out += [p for p in ours if runs_unregistered(p, registered.get(p.metadata.name), now, after)]
     if token_changed and serving is not None:
-        unregistered = [p for p in ours if p.metadata.name not in registered]
+        unregistered = [p for p in ours if p.metadata.name not in registered and p not in out]
         out += unregistered
         result.recreated = len(unregistered)
 
@@ -315,9 +332,11 @@ def observe_refill_pool(
             f"Job {job}: {failing}. The Job controller holds its next pods back (10 s, doubling to 10 min) and "
             "they will fail alike; the next update starts a new Job with a fresh token"
         )
+    now = datetime.fromtimestamp(clock.time(), UTC)
     for pod in mine:
-        if stuck := pod_stuck(pod):
-            problems.append(f"runner pod {pod.metadata.name} cannot run ({stuck}): {why_not_running(pod)}")
+        ghost = runs_unregistered(pod, registered.get(pod.metadata.name), now, timeouts.register_timeout_seconds)
+        if (problem := pod_problem(pod, unregistered=ghost)) and not pod_finished(pod):
+            problems.append(f"runner pod {pod.metadata.name}: {problem}")
     runners = []
     for pod in sorted(pods, key=lambda p: p.metadata.name):
         if not pod_live(pod) and not pod_stuck(pod):

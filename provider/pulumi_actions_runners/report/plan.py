@@ -227,7 +227,78 @@ def _pool_change(op: str, name: str, old: dict, new: dict, replace_reasons: list
         change.at_risk, change.out_of_service_at_most = names, before
         change.writes = GitHubWrites(removals=before, jit_configs=count if jit else 0)
         return change
+    if new.get("refill") is True or old.get("refill") is True:
+        return _refill_update(change, old, new, runners, after)
     return _pool_update(change, old, new, runners, after, jit)
+
+
+def _refill_update(change: ResourceChange, old: dict, new: dict, runners: list[dict], after: Any) -> ResourceChange:
+    """As reconcile_refill_pool plans it: a new token goes into the Job's Secret (only runners not registered yet
+    are recreated), more replicas raise the Job's parallelism, and anything else rolls to a new Job, its idle
+    runners drained at most ``max_unavailable`` at a time, busy ones left to finish their jobs."""
+    before = len(runners)
+    replicas = before if after is None else int(after)
+    max_unavailable = _max_unavailable(new.get("max_unavailable"), replicas)
+    changed = [k for k in SPEC_FIELDS if input_differs(old, new, k)]
+    token = input_differs(old, new, "token_hash")
+    turning_on, turning_off = old.get("refill") is not True, new.get("refill") is not True
+    seen = [p.removeprefix("seen by refresh: ") for p in old.get("problems") or () if p.startswith("seen by ")]
+    parallelism = old.get("parallelism") or 0
+    rolls = turning_on or turning_off or bool(changed) or replicas < parallelism or bool(seen) or not old.get("job")
+    change.runners_after, change.added = replicas, max(0, replicas - before)
+    change.removed = max(0, before - replicas)
+    if turning_off:
+        change.reasons = ["refill turned off: the pool makes its own runners again"]
+        change.what = f"delete Job {old.get('job')} and drain its {runners_phrase(before)}; then make {replicas}"
+    elif rolls:
+        change.reasons = (
+            (
+                ["refill turned on: Kubernetes' Job controller refills a slot as soon as its runner's job ends"]
+                if turning_on
+                else []
+            )
+            + [_why(k, old, new) for k in changed]
+            + (
+                [f"replicas {parallelism} -> {replicas}: a new Job, so that no busy runner is chosen"]
+                if replicas < parallelism and not turning_on
+                else []
+            )
+            + [f"{problem} (seen by refresh)" for problem in seen]
+        )
+        change.what = (
+            f"roll to a new Job of {runners_phrase(replicas)}: the {runners_phrase(before)} of "
+            f"{old.get('job') or 'the pool'} drained, idle ones at most {max_unavailable} at a time, busy ones left to "
+            "finish their jobs"
+        )
+    if turning_off or rolls:
+        change.recreated = before
+        change.at_risk = [r["name"] for r in runners if r.get("name")]
+        change.out_of_service_at_most = min(before, max_unavailable)
+        change.writes.removals = before
+    else:
+        unregistered = [r for r in runners if r.get("id") is None]
+        parts = []
+        if token:
+            change.reasons.append(_why("token_hash", old, new))
+            parts.append(
+                f"write the new token to Job {old.get('job')}'s Secret: registered runners keep theirs; "
+                f"{runners_phrase(len(unregistered))} not registered yet (seen by refresh) recreated"
+            )
+            change.recreated = len(unregistered)
+            change.at_risk = [r["name"] for r in unregistered]
+            change.writes.removals = len(unregistered)
+        if replicas > parallelism:
+            change.reasons.append(f"replicas {parallelism} -> {replicas}")
+            parts.append(f"raise Job {old.get('job')}'s parallelism from {parallelism} to {replicas}")
+        finished = old.get("finished_pods") or 0
+        if finished >= max(replicas, 1):
+            change.reasons.append(f"{finished} finished runner pods (seen by refresh)")
+            parts.append(f"delete {finished} finished runner pods")
+        change.reasons += _settings_changed(old, new, ("max_unavailable",))
+        change.what = "; ".join(parts) or "update settings; no runner is touched"
+        change.reasons = change.reasons or [HIDDEN_CHANGE]
+    change.action = "rotate" if change.recreated else "scale" if replicas != parallelism else "update"
+    return change
 
 
 def _pool_update(
