@@ -383,7 +383,7 @@ def tear_down_pool(
     """Every runner of the pool taken down at once, each with its busy guard; returns what failed."""
     pool = _Pool(spec, github, pods, clock, timeouts)
     runners = {runner.name: runner for runner in current}
-    for name in _live_pods(pool, others_fail=False):
+    for name in _live_pods(pool, others_fail=False, of_jobs=True):
         runners.setdefault(name, PoolRunner(name, None, None, None, None))
 
     def run(runner: PoolRunner) -> str | None:
@@ -586,14 +586,13 @@ def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]
     return by_preferred_name(registered)
 
 
-def _live_pods(pool: _Pool, *, others_fail: bool = True) -> dict[str, Any]:
+def _live_pods(pool: _Pool, *, others_fail: bool = True, of_jobs: bool = False) -> dict[str, Any]:
     """The pool's pods that run (or will): finished and terminating ones count as ended. Pods of another stack's
     pool of the same name in the namespace are never ours; with ``others_fail`` they fail the call before
-    anything is touched."""
+    anything is touched. ``of_jobs``: with the pods a Job made while the pool refilled (refill_pool.py), which
+    a pool that no longer refills leaves to finish their jobs, and its teardown takes down."""
     namespace, selector = pool.spec.template.namespace, f"{POOL_LABEL}={pool.spec.name}"
-    # A refilling pool's Job makes its own pods (refill_pool.py); one it left busy when the pool stopped
-    # refilling finishes its job by itself, and a teardown of the pool takes it down.
-    pods = [p for p in pool.pods.list_pods(namespace, selector) if others_fail is False or not _of_a_job(p)]
+    pods = [p for p in pool.pods.list_pods(namespace, selector) if of_jobs or not _of_a_job(p)]
     theirs = sorted(pod.metadata.name for pod in pods if not made_by(pool.spec.template, pod.metadata.labels))
     pods = [pod for pod in pods if pod.metadata.name not in theirs]
     if theirs and others_fail:

@@ -102,6 +102,10 @@ class RefillKube(Protocol):
     def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool: ...
 
 
+class JobNotOurs(Exception):
+    """A Job of the generation's name that this pool did not make."""
+
+
 class RefillNotConverged(Exception):
     """The Job's runners did not all come online in time."""
 
@@ -231,9 +235,13 @@ def reconcile_refill_pool(
         result.recreated = len(unregistered)
 
     problems = _tear_down(refill, out, registered, result)
-    parallelism = max(parallelism, min(spec.replicas, spec.replicas - len(idle)))
+    parallelism = max(parallelism, spec.replicas - len(idle))  # idle runners of older Jobs give theirs up later
     if serving is None:
-        kube.create_job(job_manifest(spec.template, job, parallelism))
+        if not kube.create_job(job_manifest(spec.template, job, parallelism)):
+            raise JobNotOurs(
+                f"Job {refill.namespace}/{job} exists and is not pool {spec.name}'s (it carries no ownership label "
+                "of this resource): left alone. Choose another pool_name, or delete that Job if it is a leftover."
+            )
     elif parallelism != int(serving.spec.parallelism or 0):
         kube.scale_job(refill.namespace, job, parallelism)
     result.parallelism = parallelism
@@ -400,11 +408,14 @@ def _failing(pods: Iterable[Any]) -> str | None:
     )
 
 
-def _finished_at(pod: Any) -> float:
+def _finished_at(pod: Any) -> tuple[float, float, bool]:
+    """When the runner exited; timestamps are whole seconds, so of pods finished in the same second the later
+    made, then a failed one, counts as the later (a Job failing is said rather than missed)."""
     status = runner_status(pod)
     terminated = status.state.terminated if status is not None and status.state is not None else None
     when = terminated.finished_at if terminated is not None else None
-    return (when or pod.metadata.creation_timestamp).timestamp()
+    made = pod.metadata.creation_timestamp
+    return ((when or made).timestamp(), made.timestamp(), pod.status.phase == "Failed")
 
 
 def _write_secret(refill: _Refill, job: str, token: str) -> None:
