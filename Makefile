@@ -27,7 +27,7 @@ test: lint
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest
 
 bench: setup
-	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py
+	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py && env $$tools $(BIN)/python bench/refill.py
 
 # 2,000 replacements and teardowns (or 10 minutes) under injected faults and killed providers: SOAK_ARGS="--seed S".
 soak: setup

@@ -184,6 +184,45 @@ def test_a_pool_turns_refilling_in_a_previewed_rotation_that_waits_for_no_busy_r
         assert {s.op for s in engine.up(refilling(sim, token))} == {"same"}
 
 
+def test_a_pool_stops_refilling_its_job_deleted_first_and_a_busy_runner_left_to_finish(sim: Simulator) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token))
+        busy = sorted(online(sim))[0]
+        sim.github.start_job(busy, None)
+        engine.up(token_and_pool(sim, token, replicas=3, max_unavailable=1))
+        assert jobs(sim) == {} and outputs(engine, "pool").get("job") is None
+        assert {"pool-0", "pool-1", "pool-2"} <= set(idle_online(sim))
+        assert online(sim)[busy]["busy"] and sim.runners.jobs_killed == []
+
+        sim.github.finish_job(busy)
+        wait_until(lambda: finished_pods(sim), "the busy runner's pod to finish")
+        engine.destroy()
+        with sim.kube.api_server.admin_client() as admin:
+            pods = client.CoreV1Api(admin).list_namespaced_pod(NAMESPACE, label_selector=f"{POOL_LABEL}=pool")
+            assert pods.items == [], "nothing of the pool is left, the Job's finished pod included"
+
+
+def test_a_killed_runner_s_registration_is_reported_by_refresh_and_removed_by_the_next_update(sim: Simulator) -> None:
+    """A container killed whole (OOM) fails its pod, and the Job controller starts another; the dead runner's
+    registration stays (its session, then offline) until an update removes it."""
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token))
+        victim = sorted(online(sim))[0]
+        dead_id = online(sim)[victim]["id"]
+        assert sim.runners.crash(NAMESPACE, victim, idle_only=True)
+        wait_until(lambda: len(idle_online(sim) - {victim}) == 3, "a fresh runner in the killed one's slot")
+        assert any(r["id"] == dead_id for r in sim.github.runners()), "the dead runner's registration stays"
+
+        engine.refresh()
+        problems = outputs(engine, "pool")["problems"]
+        assert any(f"runner {victim} (id {dead_id}" in p for p in problems), problems
+        assert [s.op for s in engine.up(refilling(sim, token))] == ["update"]
+        assert all(r["id"] != dead_id for r in sim.github.runners())
+        assert outputs(engine, "pool")["problems"] == []
+
+
 def test_destroy_deletes_the_job_first_and_takes_every_runner_down(sim: Simulator) -> None:
     token = new_token(sim)
     with MiniEngine(ROOT) as engine:

@@ -44,7 +44,7 @@ from .github_budget import content_creating_seconds
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
 from .logs import POOL_THREAD_PREFIX
 from .manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
-from .pod_state import UNREGISTERED, pod_live
+from .pod_state import UNREGISTERED, pod_finished, pod_live
 from .registration_tokens import StartTokens
 from .registrations import by_preferred_name
 from .relabel import PodRelabeler, Relabeler, relabel_runner
@@ -242,6 +242,8 @@ class _Pool:
     pods: PoolPods
     clock: Clock
     timeouts: PoolTimeouts
+    # Finished pods a Job made while the pool refilled (refill_pool.py), seen by the listing: they are deleted.
+    finished_of_jobs: list[str] = field(default_factory=list)
 
     def location(self, runner: PoolRunner) -> RunnerLocation:
         # As it was made, which may differ from the spec now; unknown: swept as a persistent one could need.
@@ -342,8 +344,9 @@ def reconcile_pool(
     result.runners = sorted(runners.values(), key=lambda r: runner_index(spec.name, r.name))
     try:
         _delete_orphan_secrets(pool, {spec.runner(name).secret_name for name in runners})
+        _delete_finished_of_jobs(pool)
     except Exception as error:
-        result.problems.append(f"pool {spec.name}: Secrets of removed runners not deleted: {describe(error)}")
+        result.problems.append(f"pool {spec.name}: leftovers of removed runners not deleted: {describe(error)}")
     log.info(
         "pool %s: %s in %.1f s; %d runners, %d problems",
         spec.name,
@@ -397,7 +400,14 @@ def tear_down_pool(
     problems = [problem for problem in concurrently(run, list(runners.values()), failed) if problem]
     if not problems:
         _delete_orphan_secrets(pool, set())
+        _delete_finished_of_jobs(pool)
     return problems
+
+
+def _delete_finished_of_jobs(pool: _Pool) -> None:
+    """Pods a Job made while the pool refilled, left to finish their jobs when it stopped, once finished."""
+    for name in pool.finished_of_jobs:
+        pool.pods.delete_pod(pool.spec.template.namespace, name)
 
 
 def _delete_orphan_secrets(pool: _Pool, keep: set[str]) -> None:
@@ -592,9 +602,11 @@ def _live_pods(pool: _Pool, *, others_fail: bool = True, of_jobs: bool = False) 
     anything is touched. ``of_jobs``: with the pods a Job made while the pool refilled (refill_pool.py), which
     a pool that no longer refills leaves to finish their jobs, and its teardown takes down."""
     namespace, selector = pool.spec.template.namespace, f"{POOL_LABEL}={pool.spec.name}"
-    pods = [p for p in pool.pods.list_pods(namespace, selector) if of_jobs or not _of_a_job(p)]
+    pods = pool.pods.list_pods(namespace, selector)
     theirs = sorted(pod.metadata.name for pod in pods if not made_by(pool.spec.template, pod.metadata.labels))
     pods = [pod for pod in pods if pod.metadata.name not in theirs]
+    pool.finished_of_jobs = [p.metadata.name for p in pods if _of_a_job(p) and pod_finished(p)]
+    pods = [p for p in pods if of_jobs or not _of_a_job(p)]
     if theirs and others_fail:
         raise PodAlreadyExists(
             f"pool_name {pool.spec.name!r}: pods {', '.join(theirs)} in namespace {namespace} belong to another "

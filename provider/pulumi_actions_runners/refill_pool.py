@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .clock import Clock
+from .github_client import RemoveOutcome
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
 from .manifests import JOB_LABEL, POOL_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
 from .pod_state import (
@@ -328,10 +329,15 @@ def observe_refill_pool(
 ) -> RefillObserved:
     """``job``: the generation that serves the pool, as the last update left it."""
     refill = _Refill(spec, {}, github, kube, clock, timeouts)
+    listing = list(github.list_runners())  # before the pods: a runner listed then had its pod by then
     pods = refill.pods(others_fail=False)
-    registered = _owned_registrations(refill, github.list_runners(), pods)
+    registered = _owned_registrations(refill, listing, pods)
     jobs = {j.metadata.name for j in refill.jobs()}
-    problems = []
+    problems = [
+        f"runner {r['name']} (id {r['id']}, {r['status']}) is registered, but its pod has ended or is gone (its "
+        "runner was killed, say): the next update removes the registration"
+        for r in _stale_registrations(refill, listing, pods)
+    ]
     if job is not None and job not in jobs:
         problems.append(f"Job {job} is gone: nothing refills the pool's slots; the next update makes a new one")
     mine = [p for p in pods if (p.metadata.labels or {}).get(JOB_LABEL) == job]
@@ -515,27 +521,42 @@ def _wait_filled(refill: _Refill, job: str, slots: int) -> None:
 
 
 def _clean(refill: _Refill, job: str | None) -> list[str]:
-    """Finished pods deleted (the Job controller has counted them, or will as they go), and the Secrets of
-    generations that no live pod belongs to."""
+    """What no runner needs any more: registrations of the pool whose pod has ended or gone (a runner killed
+    leaves one, offline or with a stale session), unregistered with the busy guard (a 422 is a runner that died
+    mid-job: GitHub abandons its job, and a later update removes it); finished pods (the Job controller has
+    counted them, or will as they go); the Secrets of other generations than ``job`` (their Jobs are gone, and
+    their pods read the token when their container started)."""
     problems = []
+    listing = list(refill.github.list_runners())  # before the pods: a runner listed then had its pod by then
     pods = refill.pods(others_fail=False)
+    for registration in _stale_registrations(refill, listing, pods):
+        if refill.github.remove_runner(int(registration["id"])) is RemoveOutcome.BUSY:
+            log.info(
+                "pool %s: runner %s died mid-job: its registration waits for GitHub",
+                refill.spec.name,
+                registration["name"],
+            )
     for pod in pods:
         if pod_finished(pod) and pod.metadata.deletion_timestamp is None:
             try:
                 refill.kube.delete_pod(refill.namespace, pod.metadata.name)
             except Exception as error:
                 problems.append(f"finished pod {pod.metadata.name} not deleted: {describe(error)}")
-    running = {(p.metadata.labels or {}).get(JOB_LABEL) for p in pods if not pod_finished(p)}
     for secret in refill.kube.list_secret_metadata(refill.namespace, refill.selector):
         generation = secret.labels.get(JOB_LABEL)
-        if (
-            generation
-            and generation != job
-            and generation not in running
-            and made_by(refill.spec.template, secret.labels)
-        ):
+        if generation and generation != job and made_by(refill.spec.template, secret.labels):
             refill.kube.delete_secret(refill.namespace, secret.name, uid=secret.uid)
     return problems
+
+
+def _stale_registrations(refill: _Refill, listing: list[dict[str, Any]], pods: list[Any]) -> list[dict[str, Any]]:
+    """The pool's own registrations (its ownership label) of runners with no live pod."""
+    live = {p.metadata.name for p in pods if pod_live(p)}
+    return [
+        r
+        for r in listing
+        if r.get("name") not in live and owns(RunnerLocation.of(refill.spec.runner(r["name"]), None), r)
+    ]
 
 
 def _runners(refill: _Refill) -> list[dict[str, Any]]:
