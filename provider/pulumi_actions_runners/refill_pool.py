@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_client import RemoveOutcome
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
-from .manifests import JOB_LABEL, POOL_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
+from .manifests import JOB_LABEL, POOL_LABEL, RUNNER_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
 from .pod_state import (
     pod_finished,
     pod_live,
@@ -219,8 +219,14 @@ def reconcile_refill_pool(
     live = [p for p in pods if pod_live(p)]
     ours = [p for p in live if (p.metadata.labels or {}).get(JOB_LABEL) == job]
     older = [p for p in live if p not in ours]
-    idle = [p for p in older if _in_service(registered.get(p.metadata.name)) == "idle"]
-    busy = [p for p in older if _in_service(registered.get(p.metadata.name)) == "busy"]
+    # Drained in waves: idle runners, and persistent ones busy or not (those never end by themselves).
+    idle = [
+        p
+        for p in older
+        if _in_service(registered.get(p.metadata.name)) == "idle"
+        or (_in_service(registered.get(p.metadata.name)) and not refill.location(p, None).ephemeral)
+    ]
+    busy = [p for p in older if _in_service(registered.get(p.metadata.name)) == "busy" and p not in idle]
     out = [p for p in older if p not in idle and p not in busy]
     result.left_busy = len(busy)
     # Pods that will serve no job as they are: stuck (an image that cannot be pulled), or running with no
@@ -341,6 +347,11 @@ def observe_refill_pool(
     if job is not None and job not in jobs:
         problems.append(f"Job {job} is gone: nothing refills the pool's slots; the next update makes a new one")
     mine = [p for p in pods if (p.metadata.labels or {}).get(JOB_LABEL) == job]
+    if earlier := sum(1 for p in pods if pod_finished(p) and p not in mine):
+        problems.append(
+            f"{earlier} pods of runners that an earlier update left to finish their jobs have finished: the next "
+            "update deletes them"
+        )
     if failing := _failing(mine):
         problems.append(
             f"Job {job}: {failing}. The Job controller holds its next pods back (10 s, doubling to 10 min) and "
@@ -470,17 +481,21 @@ def _tear_down(refill: _Refill, pods: list[Any], registered: dict[str, dict], re
 
 
 def _drain_wave(refill: _Refill, wave: list[Any], registered: dict[str, dict]) -> tuple[int, list[str]]:
-    """Idle runners of older generations torn down, RemoveRunner first: one that GitHub calls busy now is left
-    to finish its job. Returns how many slots came free (either way) and what failed."""
+    """Runners of older generations torn down, RemoveRunner first: an ephemeral one that GitHub calls busy now
+    is left to finish its job; a persistent one (from before the pool refilled) never ends by itself, so it is
+    waited for, up to ``unregister_timeout_seconds``. Returns how many slots came free and what failed."""
 
     def run(pod: Any) -> str | None:
         registration = registered[pod.metadata.name]
         location = refill.location(pod, int(registration["id"]))
+        wait = 0.0 if location.ephemeral else refill.timeouts.unregister_timeout_seconds
         try:
             tear_down_runner(
-                location, refill.github, refill.kube, refill.clock, refill.teardown_timeouts(0), NO_LIMIT, True
+                location, refill.github, refill.kube, refill.clock, refill.teardown_timeouts(wait), NO_LIMIT, True
             )
         except RunnerStillBusy:
+            if not location.ephemeral:
+                raise
             log.info("pool %s: %s took a job meanwhile: left to finish it", refill.spec.name, pod.metadata.name)
         return None
 
@@ -542,9 +557,12 @@ def _clean(refill: _Refill, job: str | None) -> list[str]:
                 refill.kube.delete_pod(refill.namespace, pod.metadata.name)
             except Exception as error:
                 problems.append(f"finished pod {pod.metadata.name} not deleted: {describe(error)}")
+    # A persistent runner's container that restarts reads its Secret again; an ephemeral one's never does.
+    persistent = {p.metadata.name for p in pods if pod_live(p) and p.spec.restart_policy != "Never"}
     for secret in refill.kube.list_secret_metadata(refill.namespace, refill.selector):
-        generation = secret.labels.get(JOB_LABEL)
-        if generation and generation != job and made_by(refill.spec.template, secret.labels):
+        generation, runner = secret.labels.get(JOB_LABEL), secret.labels.get(RUNNER_LABEL)
+        stale = generation != job if generation else runner not in persistent
+        if stale and made_by(refill.spec.template, secret.labels):
             refill.kube.delete_secret(refill.namespace, secret.name, uid=secret.uid)
     return problems
 
