@@ -12,11 +12,12 @@ refill     a pool of ``--replicas`` with ``refill``, its runners' clock ``--spee
 today      the same pool without ``refill``, fed the same way for 40 (scaled) minutes, `up --refresh` every 20.
 
 The queue stands in for GitHub: a job goes to an idle online runner of the pool as soon as one is listed (polled
-every 20 ms, so that is part of each latency). Throughput is runner-seconds busy / (replicas x the phase's time):
-1.0 would be every slot busy all the time. Runners in service (online, idle or busy) are sampled every 20 ms
-during the rotation, over replicas - max_unavailable; a runner between its job's end and its successor's
-registration is not in service, so the natural churn of the load counts against it too. Only ratios within one
-run mean much; the last line is for scripts.
+every 20 ms, so that is part of each latency). Finished pods are counted before each update and after the
+last (an update deletes them once a refresh has counted as many as the pool's slots). Throughput is
+runner-seconds busy / (replicas x the phase's time): 1.0 would be every slot busy all the time. Runners in
+service (online, idle or busy) are sampled every 20 ms during the rotation, over replicas - max_unavailable; a
+runner between its job's end and its successor's registration is not in service, so the natural churn of the
+load counts against it too. Only ratios within one run mean much; the last line is for scripts.
 
     .venv/bin/python bench/refill.py [--replicas 20] [--speedup 20] [--job-minutes 5]
 """
@@ -156,6 +157,7 @@ class LoadResult:
     calls: int
     killed: int
     finished_pods_left: int = 0
+    finished_pods_most: int = 0  # the most seen, before each update
     renewal_recreated: int = 0
     min_in_service: int = 0
     rotation_seconds: float = 0.0
@@ -177,6 +179,7 @@ def load_phase(replicas: int, speedup: float, job_minutes: float, *, refill: boo
             labels = ["pulumi"]
             for update in range(1, updates + 1):
                 time.sleep(max(0.0, load.started + update * UPDATE_EVERY_MINUTES * scaled - time.monotonic()))
+                result.finished_pods_most = max(result.finished_pods_most, finished_pods(sim, name))
                 engine.refresh()
                 if refill and update == 1:  # a token renewal
                     token = new_token(sim)
@@ -233,7 +236,7 @@ def main() -> None:
         print(
             f"{label:<6} pool of {args.replicas}: throughput={r.throughput:.3f} of slots x time  "
             f"served={r.served} jobs  GitHub calls/served job={r.calls / max(r.served, 1):.3f}  jobs_lost={r.killed}  "
-            f"finished_pods_left={r.finished_pods_left}",
+            f"finished pods before an update at most {r.finished_pods_most}, after the hour {r.finished_pods_left}",
             flush=True,
         )
     print(

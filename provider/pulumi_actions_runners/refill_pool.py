@@ -8,6 +8,8 @@ TOKEN      The Secret gets the token (one valid for at least ``REFILL_TOKEN_VALI
            controller starts until the next update can register). Registered runners never read it again; the
            pods of the Job that had not registered yet started with the old one, so they are recreated (torn
            down with no permit: they are in no one's service), and the controller starts their successors.
+STUCK      Pods that will serve no job as they are (an image that cannot be pulled; running unregistered for
+           longer than a registration takes) are torn down too, for the controller to start anew.
 SCALE UP   the Job's parallelism rises.
 ROLL       anything else makes a new generation: what the runners are made of (image, labels, pod template...),
            fewer replicas (a lower parallelism would let the Job controller choose which pods to delete, busy
@@ -15,16 +17,20 @@ ROLL       anything else makes a new generation: what the runners are made of (i
            afresh), a Job gone, or a pool that did not refill before. The old Jobs are deleted with
            propagationPolicy Orphan, so nothing refills their pods, which are then drained:
              not in service (ended, not running, not registered): torn down; its slot goes to the new Job;
-             busy (GitHub's listing, or RemoveRunner's 422): left to finish its job; its slot goes to the new
-               Job at once, so the pool serves for a while with more runners than ``replicas``, never fewer;
-             idle: in waves of ``max_unavailable``, torn down as a rotated runner is (RemoveRunner first, the
-               grace period, the pod deleted); the wave's slots go to the new Job, and the next wave waits
-               until its runners are online.
-CLEAN      Finished pods of the pool are deleted (the Job controller has counted them; between updates they are
-           what the cluster's pod garbage collection leaves), and so are the Secrets of generations no pod runs.
+             busy and ephemeral (GitHub's listing, or RemoveRunner's 422): left to finish its job; its slot goes
+               to the new Job at once, so the pool serves for a while with more runners than ``replicas``,
+               never fewer;
+             idle, or persistent (a pool's from before it refilled: it never ends by itself): in waves of
+               ``max_unavailable``, torn down as a rotated runner is (RemoveRunner first, 422 waited on for a
+               persistent one, the grace period, the pod deleted); the wave's slots go to the new Job, and the
+               next wave waits until its runners are online.
+CLEAN      Registrations of the pool whose pod has ended or gone are removed (busy guard and all), finished pods
+           deleted (the Job controller has counted them), and Secrets no pod will read again deleted.
 
 Then a bounded wait (``register_timeout_seconds``) until the Job's runners are online, one per slot. The result
-says what exists and what did not converge; the procedure raises only before anything is touched.
+says what exists and what did not converge. Nothing is touched before the Job is judged by a dry run; a failure
+after that leaves nothing the next update cannot find, as it finds the pool's Jobs, pods and Secrets by their
+labels.
 """
 
 from __future__ import annotations
