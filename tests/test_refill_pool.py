@@ -169,6 +169,21 @@ def test_a_lapsed_token_is_reported_by_refresh_in_words_without_a_crash_loop_and
         assert len(idle_online(sim)) == 2
 
 
+def test_an_image_that_cannot_be_pulled_is_reported_with_its_reason_and_a_fixed_image_restores(sim: Simulator) -> None:
+    token = new_token(sim)
+    bad = {"image": "registry.invalid/actions-runner:2.336.0", "register_timeout_seconds": 2}
+    with MiniEngine(ROOT) as engine:
+        with pytest.raises(DeploymentFailed) as failed:
+            engine.up(refilling(sim, token, **bad))
+        assert "0 of 3 runners online" in str(failed.value) and "could not be pulled" in str(failed.value)
+        engine.refresh()
+        problems = outputs(engine, "pool")["problems"]
+        assert any("registry.invalid" in p and "could not be pulled" in p for p in problems), problems
+
+        engine.up(refilling(sim, token))
+        assert outputs(engine, "pool")["problems"] == [] and len(idle_online(sim)) == 3
+
+
 def test_a_pool_turns_refilling_in_a_previewed_rotation_that_waits_for_no_busy_runner(sim: Simulator) -> None:
     token = new_token(sim)
     with MiniEngine(ROOT) as engine:
