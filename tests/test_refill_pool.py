@@ -238,6 +238,25 @@ def test_a_killed_runner_s_registration_is_reported_by_refresh_and_removed_by_th
         assert outputs(engine, "pool")["problems"] == []
 
 
+def test_a_stack_of_the_same_name_elsewhere_keeps_its_runners_whose_ownership_label_is_the_same(
+    sim: Simulator,
+) -> None:
+    """The ownership label is the resource's (project, stack, name): a stack of the same names deployed from
+    another backend to another namespace carries the same one. A refilling pool removes only registrations of
+    its own pods."""
+    token = new_token(sim)
+    with sim.kube.api_server.admin_client() as admin:
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": "elsewhere"}})
+    with MiniEngine(ROOT) as here, MiniEngine(ROOT) as elsewhere:
+        elsewhere.up(token_and_pool(sim, token, namespace="elsewhere"))
+        theirs = {name: runner["id"] for name, runner in online(sim).items()}
+        here.up(refilling(sim, token))
+        sim.github.start_job(sorted(n for n in idle_online(sim) if n.startswith("pool-j1-"))[0], 0.1)
+        wait_until(lambda: finished_pods(sim), "a finished pod")
+        here.up(refilling(sim, token, replicas=4))  # an update, with its clean-up
+        assert {name: online(sim)[name]["id"] for name in theirs} == theirs
+
+
 def test_destroy_deletes_the_job_first_and_takes_every_runner_down(sim: Simulator) -> None:
     token = new_token(sim)
     with MiniEngine(ROOT) as engine:

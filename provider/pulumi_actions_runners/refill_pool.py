@@ -24,7 +24,7 @@ ROLL       anything else makes a new generation: what the runners are made of (i
                ``max_unavailable``, torn down as a rotated runner is (RemoveRunner first, 422 waited on for a
                persistent one, the grace period, the pod deleted); the wave's slots go to the new Job, and the
                next wave waits until its runners are online.
-CLEAN      Registrations of the pool whose pod has ended or gone are removed (busy guard and all), finished pods
+CLEAN      Registrations of the pool's runners whose pod has ended are removed (busy guard and all), finished pods
            deleted (the Job controller has counted them), and Secrets no pod will read again deleted.
 
 Then a bounded wait (``register_timeout_seconds``) until the Job's runners are online, one per slot. The result
@@ -346,8 +346,8 @@ def observe_refill_pool(
     registered = _owned_registrations(refill, listing, pods)
     jobs = {j.metadata.name for j in refill.jobs()}
     problems = [
-        f"runner {r['name']} (id {r['id']}, {r['status']}) is registered, but its pod has ended or is gone (its "
-        "runner was killed, say): the next update removes the registration"
+        f"runner {r['name']} (id {r['id']}, {r['status']}) is registered, but its pod has ended (its runner was "
+        "killed, say): the next update removes the registration"
         for r in _stale_registrations(refill, listing, pods)
     ]
     if job is not None and job not in jobs:
@@ -542,7 +542,7 @@ def _wait_filled(refill: _Refill, job: str, slots: int) -> None:
 
 
 def _clean(refill: _Refill, job: str | None) -> list[str]:
-    """What no runner needs any more: registrations of the pool whose pod has ended or gone (a runner killed
+    """What no runner needs any more: registrations of the pool's runners whose pod has ended (a runner killed
     leaves one, offline or with a stale session), unregistered with the busy guard (a 422 is a runner that died
     mid-job: GitHub abandons its job, and a later update removes it); finished pods (the Job controller has
     counted them, or will as they go); the Secrets of other generations than ``job`` (their Jobs are gone, and
@@ -574,12 +574,14 @@ def _clean(refill: _Refill, job: str | None) -> list[str]:
 
 
 def _stale_registrations(refill: _Refill, listing: list[dict[str, Any]], pods: list[Any]) -> list[dict[str, Any]]:
-    """The pool's own registrations (its ownership label) of runners with no live pod."""
+    """The pool's own registrations (its ownership label) of runners whose pod it can see ended or ending, or
+    that its state recorded and no pod of it runs any more. Only names of this pool's pods: the ownership label
+    is the resource's, and a stack of the same project and name elsewhere (another cluster, another backend)
+    carries the same one."""
     live = {p.metadata.name for p in pods if pod_live(p)}
+    ended = {p.metadata.name for p in pods if not pod_live(p)} | (refill.recorded.keys() - live)
     return [
-        r
-        for r in listing
-        if r.get("name") not in live and owns(RunnerLocation.of(refill.spec.runner(r["name"]), None), r)
+        r for r in listing if r.get("name") in ended and owns(RunnerLocation.of(refill.spec.runner(r["name"]), None), r)
     ]
 
 
