@@ -163,11 +163,11 @@ def audit(
     secrets = {s["metadata"]["name"]: s for s in sim.kube.secrets(namespace) if _labelled(s, ours)}
     registrations = {r["id"]: r for r in sim.github.runners()}
     for pool in refilling:
-        pool_findings, accounted = _refill_findings(sim, pool, namespace)
+        pool_findings, accounted, runners = _refill_findings(sim, pool, namespace)
         findings += pool_findings
         pods = {name: pod for name, pod in pods.items() if name not in accounted}
         secrets = {name: secret for name, secret in secrets.items() if name not in accounted}
-        registrations = {i: r for i, r in registrations.items() if r["name"] not in accounted}
+        registrations = {i: r for i, r in registrations.items() if r["name"] not in runners}
 
     for missing_id in sorted(foreign - registrations.keys()):
         findings.append(Finding("untrue", f"foreign registration {missing_id} was removed"))
@@ -225,21 +225,22 @@ def _runner_findings(
     return found
 
 
-def _refill_findings(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[list[Finding], set[str]]:
+def _refill_findings(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[list[Finding], set[str], set[str]]:
     """A refilling pool is true when its Job is the state's, of its image and spec, running ``replicas`` pods
     whose runners are online (looked at again for up to REFILLED_WITHIN_SECONDS: a slot whose runner has just
     exited is being refilled), with its Secret. Pods of other generations may only finish a job; finished pods
-    may stay until as many as slots (an update deletes them then). Returns the findings, and the names of the
-    pods, Secrets and registrations so accounted for."""
+    may stay until as many as slots (an update deletes them then), with no registration left of their runners.
+    Returns the findings, the names of the pods and Secret so accounted for, and the runners that may be
+    registered (those of running pods)."""
     deadline = time.monotonic() + REFILLED_WITHIN_SECONDS
     while True:
-        findings, accounted = _refill_look(sim, pool, namespace)
+        findings, accounted, runners = _refill_look(sim, pool, namespace)
         if not findings or time.monotonic() >= deadline:
-            return findings, accounted
+            return findings, accounted, runners
         time.sleep(0.5)
 
 
-def _refill_look(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[list[Finding], set[str]]:
+def _refill_look(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[list[Finding], set[str], set[str]]:
     findings: list[Finding] = []
     jobs = {j["metadata"]["name"]: j for j in sim.kube.jobs(namespace) if _labelled(j, {POOL_LABEL: pool.pool_name})}
     pods = [
@@ -276,12 +277,11 @@ def _refill_look(sim: Simulator, pool: RefillingPool, namespace: str) -> tuple[l
             findings.append(Finding("leaked", f"{pool.resource}: pod {name} of an older Job runs no job"))
     if len(finished) > pool.replicas:
         findings.append(Finding("leaked", f"{pool.resource}: {len(finished)} finished pods, more than its slots"))
-    generations = {pool.job, *(p["metadata"]["labels"][JOB_LABEL] for p in running)}
     secrets = {s["metadata"]["name"] for s in sim.kube.secrets(namespace) if _labelled(s, {POOL_LABEL: pool.pool_name})}
     if pool.job and secret_name(pool.job) not in secrets:
         findings.append(Finding("missing", f"{pool.resource}: Secret {secret_name(pool.job)} does not exist"))
-    accounted = {p["metadata"]["name"] for p in pods} | {secret_name(g) for g in generations if g}
-    return findings, accounted
+    accounted = {p["metadata"]["name"] for p in pods} | ({secret_name(pool.job)} if pool.job else set())
+    return findings, accounted, {p["metadata"]["name"] for p in running}
 
 
 def _labelled(item: dict[str, Any], labels: Mapping[str, str]) -> bool:
