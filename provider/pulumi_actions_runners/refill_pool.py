@@ -51,6 +51,7 @@ from .pod_state import (
     pod_problem,
     pod_stuck,
     runner_exit_code,
+    runner_running,
     runner_status,
     runs_unregistered,
     why_not_running,
@@ -199,7 +200,6 @@ def reconcile_refill_pool(
     refill = _Refill(spec, {r.name: r for r in recorded}, github, kube, clock, timeouts)
     pods = refill.pods()
     jobs = refill.jobs()
-    registered = _owned_registrations(refill, github.list_runners(), pods)
     serving = _serving_job(refill, jobs, pods)
     assert spec.tokens is not None  # a refilling pool's runners register with tokens
     token = replace(spec.tokens, needed_seconds=max(spec.tokens.needed_seconds, REFILL_TOKEN_VALIDITY_SECONDS))
@@ -222,6 +222,11 @@ def reconcile_refill_pool(
         _orphan(refill, [j for j in jobs if j.metadata.name != job])
     result = RefillResult(job=job, parallelism=parallelism)
 
+    # Looked at again once the old Jobs are gone: a pod one of them started meanwhile is drained too. The
+    # registrations first: a runner listed then had its pod by the time the pods are.
+    listing = list(github.list_runners())
+    pods = refill.pods()
+    registered = _owned_registrations(refill, listing, pods)
     live = [p for p in pods if pod_live(p)]
     ours = [p for p in live if (p.metadata.labels or {}).get(JOB_LABEL) == job]
     older = [p for p in live if p not in ours]
@@ -235,13 +240,17 @@ def reconcile_refill_pool(
     busy = [p for p in older if _in_service(registered.get(p.metadata.name)) == "busy" and p not in idle]
     out = [p for p in older if p not in idle and p not in busy]
     result.left_busy = len(busy)
-    # Pods that will serve no job as they are: stuck (an image that cannot be pulled), or running with no
-    # registration for longer than a registration takes (see pod_state.runs_unregistered). The Job controller
-    # starts a successor for each once it is gone.
+    # Pods that will serve no job as they are (see _will_not_serve): the Job controller starts a successor for
+    # each of its own once it is gone.
     now = datetime.fromtimestamp(clock.time(), UTC)
     after = timeouts.register_timeout_seconds
-    out += [p for p in pods if pod_stuck(p) and not pod_finished(p) and p.metadata.deletion_timestamp is None]
-    out += [p for p in ours if runs_unregistered(p, registered.get(p.metadata.name), now, after)]
+    out += [
+        p
+        for p in pods
+        if p not in out
+        and (p in ours or not pod_live(p))
+        and _will_not_serve(p, registered.get(p.metadata.name), now, after)
+    ]
     if token_changed and serving is not None:
         unregistered = [p for p in ours if p.metadata.name not in registered and p not in out]
         out += unregistered
@@ -364,10 +373,16 @@ def observe_refill_pool(
             "they will fail alike; the next update starts a new Job with a fresh token"
         )
     now = datetime.fromtimestamp(clock.time(), UTC)
+    after = timeouts.register_timeout_seconds
     for pod in mine:
-        ghost = runs_unregistered(pod, registered.get(pod.metadata.name), now, timeouts.register_timeout_seconds)
+        ghost = runs_unregistered(pod, registered.get(pod.metadata.name), now, after)
         if (problem := pod_problem(pod, unregistered=ghost)) and not pod_finished(pod):
             problems.append(f"runner pod {pod.metadata.name}: {problem}")
+        elif _not_started(pod, now, after):
+            problems.append(
+                f"runner pod {pod.metadata.name} has not started after {after:.0f} s (register_timeout_seconds): "
+                f"{why_not_running(pod)}; the next update recreates it"
+            )
     runners = []
     for pod in sorted(pods, key=lambda p: p.metadata.name):
         if not pod_live(pod) and not pod_stuck(pod):
@@ -386,6 +401,25 @@ def _owned_registrations(refill: _Refill, listing: Iterable[dict[str, Any]], pod
         for name, registration in found.items()
         if owns(refill.location(names[name], None), registration)
     }
+
+
+def _will_not_serve(pod: Any, registration: dict[str, Any] | None, now: datetime, after: float) -> bool:
+    """A pod that serves no job as it is, and will not by itself: stuck (an image that cannot be pulled, a
+    crash loop), not started ``after`` seconds after it was made (never scheduled, say), or running with no
+    registration for longer than that (see pod_state.runs_unregistered)."""
+    if pod_finished(pod) or pod.metadata.deletion_timestamp is not None:
+        return False
+    return bool(pod_stuck(pod)) or _not_started(pod, now, after) or runs_unregistered(pod, registration, now, after)
+
+
+def _not_started(pod: Any, now: datetime, after: float) -> bool:
+    made = pod.metadata.creation_timestamp
+    return (
+        not pod_finished(pod)
+        and not runner_running(pod)
+        and isinstance(made, datetime)
+        and (now - made).total_seconds() > after
+    )
 
 
 def _in_service(registration: dict[str, Any] | None) -> str | None:
