@@ -184,6 +184,24 @@ def test_an_image_that_cannot_be_pulled_is_reported_with_its_reason_and_a_fixed_
         assert outputs(engine, "pool")["problems"] == [] and len(idle_online(sim)) == 3
 
 
+def test_a_pod_never_scheduled_is_reported_by_refresh_and_recreated_by_the_next_update(sim: Simulator) -> None:
+    """The pod's successor meets the Job controller's back-off (a deleted pod counts as failed: 10 s), so the
+    timeout is longer than that."""
+    token = new_token(sim)
+    quick = {"register_timeout_seconds": 12}
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token, **quick))
+        sim.kube.leave_unscheduled(1)
+        sim.github.start_job(sorted(online(sim))[0], 0.1)
+        wait_until(lambda: any(p["status"]["phase"] == "Pending" for p in job_pods(sim, "pool-j1")), "a Pending pod")
+        time.sleep(12.5)  # longer than register_timeout_seconds
+        engine.refresh()
+        problems = outputs(engine, "pool")["problems"]
+        assert any("has not started after 12 s" in p for p in problems), problems
+        engine.up(refilling(sim, token, **quick))
+        assert outputs(engine, "pool")["problems"] == [] and len(idle_online(sim)) == 3
+
+
 def test_a_pool_turns_refilling_in_a_previewed_rotation_that_waits_for_no_busy_runner(sim: Simulator) -> None:
     token = new_token(sim)
     with MiniEngine(ROOT) as engine:
