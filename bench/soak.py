@@ -54,6 +54,7 @@ from actions_runners_simulator.audit import audit, refilling_pools, state_runner
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+from pulumi_actions_runners.manifests import JOB_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "actions-runners"
@@ -652,19 +653,23 @@ def wait_for_finished_runners_to_exit(sim: Simulator) -> None:
 
 
 def wait_for_ghosts_to_show(sim: Simulator) -> None:
-    """A runner that runs with no registration (one that lost its job assignment) is reported by refresh once it
-    has run for longer than a registration takes (``register_timeout_seconds``), as a scheduled refresh would
-    find it: the clean runs wait until each such runner has, bounded by that time."""
+    """A runner that runs with no registration (one that lost its job assignment), and a refilling pool's pod that
+    has not started (one never scheduled, which its Job started after a job ended), are reported by refresh once
+    they are older than a registration takes (``register_timeout_seconds``), as a scheduled refresh would find
+    them: the clean runs wait until each such pod is, bounded by that time."""
     registered = {r["name"] for r in sim.github.runners()}
-    started = [
-        datetime.fromisoformat(status["state"]["running"]["startedAt"])
-        for pod in sim.kube.pods(NAMESPACE)
-        if pod["metadata"]["name"] not in registered and not pod["metadata"].get("deletionTimestamp")
-        for status in pod.get("status", {}).get("containerStatuses", [])
-        if status["name"] == "runner" and (status.get("state") or {}).get("running")
-    ]
-    if started:
-        shows_at = max(started) + timedelta(seconds=REGISTER_TIMEOUT_SECONDS + 0.5)
+    since = []
+    for pod in sim.kube.pods(NAMESPACE):
+        if pod["metadata"]["name"] in registered or pod["metadata"].get("deletionTimestamp"):
+            continue
+        runner = [s for s in pod.get("status", {}).get("containerStatuses", []) if s["name"] == "runner"]
+        running = (runner[0].get("state") or {}).get("running") if runner else None
+        if running:
+            since.append(datetime.fromisoformat(running["startedAt"]))
+        elif pod.get("status", {}).get("phase") == "Pending" and JOB_LABEL in pod["metadata"].get("labels", {}):
+            since.append(datetime.fromisoformat(pod["metadata"]["creationTimestamp"]))
+    if since:
+        shows_at = max(since) + timedelta(seconds=REGISTER_TIMEOUT_SECONDS + 0.5)
         time.sleep(min(max((shows_at - datetime.now(UTC)).total_seconds(), 0), REGISTER_TIMEOUT_SECONDS + 0.5))
 
 
