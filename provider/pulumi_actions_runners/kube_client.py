@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,15 +88,7 @@ class KubeClient:
 
     def create_secret(self, manifest: dict[str, Any]) -> bool:
         """False if a Secret of the name exists (nothing was written)."""
-        try:
-            self._core.create_namespaced_secret(
-                manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
+        return _created(self._core.create_namespaced_secret, manifest)
 
     def replace_secret(self, manifest: dict[str, Any], resource_version: str) -> bool:
         """Replace the Secret if it is still as read at ``resource_version``; False if it changed or went since
@@ -224,15 +217,7 @@ class KubeClient:
 
     def create_job(self, manifest: dict[str, Any]) -> bool:
         """False if a Job of the name exists (nothing was written)."""
-        try:
-            self._batch.create_namespaced_job(
-                manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
+        return _created(self._batch.create_namespaced_job, manifest)
 
     def list_jobs(self, namespace: str, label_selector: str) -> list[client.V1Job]:
         return self._batch.list_namespaced_job(
@@ -262,6 +247,17 @@ class KubeClient:
             if error.status == 404:
                 return None
             raise
+
+
+def _created(create: Callable[..., Any], manifest: dict[str, Any]) -> bool:
+    """``create`` (a namespaced create of the client) of the manifest; False if one of its name exists."""
+    try:
+        create(manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT)
+    except ApiException as error:
+        if error.status == 409:
+            return False
+        raise
+    return True
 
 
 def describe(error: Exception) -> str:

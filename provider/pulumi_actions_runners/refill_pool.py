@@ -64,6 +64,7 @@ from .refill_manifests import (
     refill_secret_manifest,
     secret_name,
 )
+from .registration_tokens import MAX_VALIDITY_NEEDED_SECONDS
 from .registrations import by_preferred_name
 from .runner_secret import SecretNotOurs
 from .teardown import (
@@ -81,7 +82,7 @@ log = logging.getLogger(__name__)
 
 # A pod the Job controller starts until the next update registers with the Secret's token: at each update it
 # gets one valid for at least this long, so an update at least this often keeps every new pod registering.
-REFILL_TOKEN_VALIDITY_SECONDS = 1800.0
+REFILL_TOKEN_VALIDITY_SECONDS = MAX_VALIDITY_NEEDED_SECONDS
 JOB_GONE_TIMEOUT_SECONDS = 30.0  # the garbage collector takes an orphaned Job's ownerReferences off in moments
 POLL_FIRST_SECONDS = 0.5
 # Runners stopped from outside (SIGTERM 143, SIGKILL 137) are not the pool failing by itself.
@@ -202,7 +203,7 @@ def reconcile_refill_pool(
     jobs = refill.jobs()
     serving = _serving_job(refill, jobs, pods)
     assert spec.tokens is not None  # a refilling pool's runners register with tokens
-    token = replace(spec.tokens, needed_seconds=max(spec.tokens.needed_seconds, REFILL_TOKEN_VALIDITY_SECONDS))
+    token = replace(spec.tokens, needed_seconds=REFILL_TOKEN_VALIDITY_SECONDS)  # more than any start needs
 
     if serving is None:
         generation = 1 + max(
