@@ -1,5 +1,5 @@
-"""The binaries of the test bed: the pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes, and
-actionlint (for the workflow in programs/gitops).
+"""The binaries of the test bed: the pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes,
+actionlint (for the workflow in programs/gitops) and Pulumi's YAML language host (for programs/yaml).
 
 Each comes from an environment variable naming its folder, else from its tools/*/build.sh in a checkout (found
 on PATH or built once into a cache), else from PATH. Those named in one call are built concurrently, so a fresh
@@ -27,6 +27,7 @@ TOOLS = {
     "kube": ("KUBE_BIN_DIR", "tools/kube/build.sh", "kube-apiserver"),
     "pulumi-kubernetes": ("PULUMI_KUBERNETES_DIR", "tools/pulumi-kubernetes/build.sh", "pulumi-resource-kubernetes"),
     "actionlint": ("ACTIONLINT_DIR", "tools/actionlint/build.sh", "actionlint"),
+    "pulumi-yaml": ("PULUMI_YAML_DIR", "tools/pulumi-yaml/build.sh", "pulumi-language-yaml"),
 }
 
 

@@ -87,16 +87,26 @@ class PulumiProcess:
 
 class PulumiWorkspace:
     def __init__(
-        self, project_dir: Path, cli_dir: Path, *, stack: str = "dev", kubernetes_plugin_dir: Path | None = None
+        self,
+        project_dir: Path,
+        cli_dir: Path,
+        *,
+        stack: str = "dev",
+        kubernetes_plugin_dir: Path | None = None,
+        plugins: Mapping[str, Path] | None = None,
     ) -> None:
         """``kubernetes_plugin_dir`` holds pulumi-resource-kubernetes (tools/pulumi-kubernetes), installed here
-        as the version the pulumi_kubernetes SDK asks for, as `pulumi plugin install` would."""
+        as the version the pulumi_kubernetes SDK asks for, as `pulumi plugin install` would. ``plugins`` are
+        more, installed the same way: ``{"language-yaml-v1.25.0": path of pulumi-language-yaml}``; with any,
+        plugins on PATH are ignored, as the engine would otherwise take them first (and warn)."""
         self.root = Path(tempfile.mkdtemp(prefix="pulumi-workspace-"))
         self.project = self.root / "project"
         self.stack = stack
         self._copy_project(project_dir)
         # The CLI, then this interpreter's environment (the project's virtualenv, as if activated).
-        path = os.pathsep.join([str(cli_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        # The provider plugin's source install (pulumi-resource-actions-runners) is on that PATH too.
+        folders = [cli_dir, Path(sys.executable).parent]
+        path = os.pathsep.join([*map(str, folders), os.environ.get("PATH", "")])
         self.env = {
             **os.environ,
             "PATH": path,
@@ -111,6 +121,10 @@ class PulumiWorkspace:
         (self.root / "state").mkdir()
         if kubernetes_plugin_dir is not None:
             self._install_plugin("kubernetes", kubernetes_plugin_dir)
+        for folder, binary in (plugins or {}).items():
+            self.install_plugin(folder, binary)
+        if plugins:
+            self.env["PULUMI_IGNORE_AMBIENT_PLUGINS"] = "true"
 
     def _install_plugin(self, name: str, binary_dir: Path) -> None:
         """A link in PULUMI_HOME's plugin folder, named for the version the program's SDK asks for (its
@@ -120,12 +134,19 @@ class PulumiWorkspace:
         folder.mkdir(parents=True)
         (folder / f"pulumi-resource-{name}").symlink_to(binary_dir / f"pulumi-resource-{name}")
 
+    def install_plugin(self, folder: str, binary: Path) -> None:
+        """A link to ``binary`` in PULUMI_HOME's plugin ``folder`` (KIND-NAME-vVERSION)."""
+        target = self.root / "home" / "plugins" / folder
+        target.mkdir(parents=True, exist_ok=True)
+        (target / binary.name).symlink_to(binary)
+
     def _copy_project(self, project_dir: Path) -> None:
         """The project's own Pulumi.yaml, as shipped, and its program."""
         self.project.mkdir()
         shutil.copy(project_dir / "Pulumi.yaml", self.project / "Pulumi.yaml")
         main = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()).get("main", ".")
-        shutil.copytree(project_dir / main, self.project / main, ignore=shutil.ignore_patterns("__pycache__"))
+        ignored = shutil.ignore_patterns("__pycache__", "node_modules", "Pulumi.*.yaml")
+        shutil.copytree(project_dir / main, self.project / main, ignore=ignored, dirs_exist_ok=True)
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(

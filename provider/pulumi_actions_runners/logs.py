@@ -15,7 +15,7 @@ POOL_THREAD_PREFIX = "pool-worker"
 ROUTINE = {"routine": True}
 
 
-def _not_a_pool_step(record: logging.LogRecord) -> bool:
+def not_a_pool_step(record: logging.LogRecord) -> bool:
     return not (getattr(record, "routine", False) and record.threadName.startswith(POOL_THREAD_PREFIX))
 
 
@@ -24,7 +24,7 @@ def log_to_stderr() -> None:
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        handler.addFilter(_not_a_pool_step)
+        handler.addFilter(not_a_pool_step)
         handler.addFilter(ScrubFilter())
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

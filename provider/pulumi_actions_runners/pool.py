@@ -30,6 +30,7 @@ that the state stays true when part of the work fails and the next update picks 
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import logging
 import math
@@ -666,7 +667,9 @@ def concurrently(action: Callable[[Any], Any], items: list[Any], failed: Callabl
 
     if not items:
         return []
+    # Each item's thread runs in a copy of the caller's context: the plugin's log lines keep their resource.
+    contexts = [contextvars.copy_context() for _ in items]
     with ThreadPoolExecutor(
         max_workers=min(len(items), MAX_PARALLEL_RUNNERS), thread_name_prefix=POOL_THREAD_PREFIX
     ) as threads:
-        return list(threads.map(guarded, items))
+        return list(threads.map(lambda context, item: context.run(guarded, item), contexts, items))

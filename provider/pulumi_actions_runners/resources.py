@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +10,7 @@ import pulumi
 from pulumi import Input, Output, ResourceOptions
 from pulumi.dynamic import Resource
 
+from . import names
 from .manifests import DEFAULT_IMAGE
 from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
@@ -30,22 +29,13 @@ def _secret(value: Input[str] | None) -> Output[str] | None:
 
 
 def default_runner_name(resource_name: str, max_length: int = 63) -> str:
-    """The resource name made DNS-safe, plus a suffix fixed by project and stack.
-
-    Deterministic rather than random, so that a runner dropped from state by a refresh comes back under the same
-    name, and its finished pod and Secret are taken over instead of left behind.
-    """
-    prefix = re.sub(r"[^a-z0-9-]+", "-", resource_name.lower()).strip("-")[: max_length - 9] or "runner"
-    suffix = hashlib.sha256(f"{pulumi.get_project()}/{pulumi.get_stack()}/{resource_name}".encode()).hexdigest()
-    return f"{prefix}-{suffix[:8]}"
+    """See names.default_name: fixed by this program's project and stack."""
+    return names.default_name(pulumi.get_project(), pulumi.get_stack(), resource_name, max_length)
 
 
 def ownership_id(resource_type: str, resource_name: str) -> str:
-    """Fixed by project, stack and resource: what the ownership label of its runners' registrations says (see
-    manifests.owner_label). Another stack asking for the same runner name gets another id, so neither can take
-    the other's registration over; the same resource after a crash gets the same one, and adopts its own."""
-    identity = f"{pulumi.get_project()}/{pulumi.get_stack()}/{resource_type}/{resource_name}"
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+    """See names.ownership_id: fixed by this program's project and stack."""
+    return names.ownership_id(pulumi.get_project(), pulumi.get_stack(), resource_type, resource_name)
 
 
 def _token_inputs(
@@ -277,7 +267,11 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
 def _fail_on_problems(resource_name: str, problems: list[str] | None) -> None:
     """After an update (not in preview, which shows the last update's outputs), problems fail the program."""
     if problems and not pulumi.runtime.is_dry_run():
-        raise RunnerPoolNotConverged(
-            f"RunnerPool {resource_name}: {len(problems)} runners did not converge (the state lists the runners as "
-            "they are; run `pulumi up` again to continue):\n" + "\n".join(scrub_all(problems))
-        )
+        raise RunnerPoolNotConverged(not_converged_message(resource_name, problems))
+
+
+def not_converged_message(resource_name: str, problems: list[str]) -> str:
+    return (
+        f"RunnerPool {resource_name}: {len(problems)} runners did not converge (the state lists the runners as "
+        "they are; run `pulumi up` again to continue):\n" + "\n".join(scrub_all(problems))
+    )

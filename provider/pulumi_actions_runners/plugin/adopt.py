@@ -1,0 +1,222 @@
+"""``pulumi import`` of a runner or a pool: what the import id names, adopted only when provably ours.
+
+The id is ``NAMESPACE/NAME@GITHUB_URL`` (``ci/build-0@https://github.com/acme``): the runner's (or the pool's)
+name, where its pods are, and where it registered. Ours means: every pod carries this provider's labels (managed
+by it, the runner's name, the pool's name for a pool's runner) and an ownership label, and every registration
+GitHub lists under those names carries the same ownership label. Anything else is refused, saying why.
+
+An import cannot read back a program's inputs (a pod template is merged into the pod; a token is never shown
+again by GitHub). What it records instead is what each pod says it was made of: the hashes of its token and spec
+(its annotations). When the program's inputs hash the same (``proven_inputs``), the adopted state takes them,
+and the next up changes nothing; when they do not, the runners are rotated the safe way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import validation
+from ..connections import connect
+from ..github_auth import auth_failures
+from ..manifests import (
+    JOB_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    OWNER_LABEL,
+    POOL_LABEL,
+    RUNNER_LABEL,
+    SPEC_HASH_ANNOTATION,
+    TOKEN_HASH_ANNOTATION,
+    owner_label,
+)
+from ..pool import runner_index
+from ..registrations import by_preferred_name
+from ..runner_inputs import SETTINGS, SPEC_FIELDS, runner_spec
+from ..teardown import RunnerLocation, owns
+from .properties import BY_TOKEN, PACKAGE
+
+ADOPTED = "adopted"  # in an adopted state's outputs, until an update writes the program's inputs
+ID_FORM = "NAMESPACE/NAME@GITHUB_URL (for example ci/build@https://github.com/acme)"
+
+
+class NotProvablyOurs(Exception):
+    """What the import id names is not there, or not provably made by this provider."""
+
+
+@dataclass(frozen=True)
+class Adopted:
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+
+
+def adopt(kind: str, import_id: str) -> Adopted:
+    if kind == "Runner":
+        return _adopt_runner(*_parse(import_id))
+    if kind == "RunnerPool":
+        return _adopt_pool(*_parse(import_id))
+    raise NotProvablyOurs(
+        "a RegistrationToken cannot be imported: GitHub never shows a registration token again. Let the program "
+        "make a new one (its runners are then rotated, the safe way), or give the runners the token they hold"
+    )
+
+
+def proven_inputs(olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
+    """An adopted state, with the program's spec where its pods' hashes prove it the same: then only settings
+    (a grace period, a credential) may differ, and an update records them without touching a runner."""
+    if not olds.get(ADOPTED) or validation.holds_unknown(news.get("spec_hash")):
+        return olds
+    if olds.get("spec_hash") is None or olds.get("spec_hash") != news.get("spec_hash"):
+        return olds  # not proven: the spec's inputs stay absent, so the runners are rotated
+    return {**{k: v for k, v in olds.items() if k != ADOPTED}, **{k: news.get(k) for k in SPEC_FIELDS}}
+
+
+def for_teardown(kind: str, props: dict[str, Any]) -> dict[str, Any]:
+    """An adopted state that no update has completed yet: the spec's defaults where it has nothing, for what a
+    teardown reads of it (each runner's own recorded ephemerality wins)."""
+    if not props.get(ADOPTED):
+        return props
+    defaults = {p.name: p.default for p in BY_TOKEN[f"{PACKAGE}:index:{kind}"].inputs if p.default is not None}
+    return {**defaults, **{k: v for k, v in props.items() if v is not None}}
+
+
+def with_spec_hash(kind: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A Runner's checked inputs with the hash of what its pod is made of (a pool's Check adds it already)."""
+    if kind != "Runner" or "spec_hash" in inputs:
+        return inputs
+    if any(validation.holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "runner_name")):
+        return inputs
+    try:
+        return {**inputs, "spec_hash": runner_spec(inputs, inputs["runner_name"]).spec_hash}
+    except (KeyError, ValueError, TypeError):
+        return inputs  # inputs Check refuses: their failures say why
+
+
+class NoCredential(Exception):
+    """An import has no inputs: GitHub is read with the environment's credential, and there is none."""
+
+
+def _parse(import_id: str) -> tuple[str, str, str]:
+    where, _, github_url = import_id.partition("@")
+    namespace, _, name = where.partition("/")
+    if not (namespace and name and github_url) or validation.github_url(github_url) is not None:
+        raise NotProvablyOurs(f"the import id {import_id!r} is not of the form {ID_FORM}")
+    if failures := auth_failures({"github_url": github_url}):
+        raise NoCredential(
+            "an import reads GitHub with the credential in the environment of `pulumi import` (it has no inputs): "
+            "set GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY. "
+            + "; ".join(f"{prop}: {reason}" for prop, reason in failures)
+        )
+    return namespace, name, github_url
+
+
+def _settings() -> dict[str, Any]:
+    """Defaults of the settings, until the program's are taken (proven_inputs) or written by an update."""
+    defaults = {p.name: p.default for p in BY_TOKEN[f"{PACKAGE}:index:Runner"].inputs}
+    return {k: defaults.get(k) for k in SETTINGS}
+
+
+def _ours(pod: Any, name: str, pool: str) -> str:
+    """The pod's ownership id, if the pod is provably this provider's runner ``name`` (of ``pool``)."""
+    labels = pod.metadata.labels or {}
+    where = f"pod {pod.metadata.namespace}/{pod.metadata.name}"
+    if labels.get(MANAGED_BY_LABEL) != MANAGED_BY or labels.get(RUNNER_LABEL) != name:
+        raise NotProvablyOurs(f"{where} was not made by pulumi-actions-runners as runner {name}: not adopted")
+    if labels.get(POOL_LABEL, "") != pool:
+        whose = f"pool {labels[POOL_LABEL]}'s" if labels.get(POOL_LABEL) else "a lone Runner's"
+        raise NotProvablyOurs(f"{where} is {whose} runner: import that resource instead")
+    if labels.get(JOB_LABEL):
+        raise NotProvablyOurs(f"{where} is a refilling pool's (a Job's pod): refilling pools cannot be imported yet")
+    if not labels.get(OWNER_LABEL):
+        raise NotProvablyOurs(
+            f"{where} was made before ownership labels: its GitHub registration cannot be proven its own"
+        )
+    return labels[OWNER_LABEL]
+
+
+def _registration(location: RunnerLocation, registered: dict[str, dict[str, Any]]) -> int | None:
+    found = registered.get(location.runner_name)
+    if found is None:
+        return None
+    if not owns(location, found):
+        raise NotProvablyOurs(
+            f"GitHub lists runner {location.runner_name} (id {found['id']}) without the ownership label its pod "
+            "carries: that registration is another's, so the runner is not adopted"
+        )
+    return int(found["id"])
+
+
+def _adopt_runner(namespace: str, name: str, github_url: str) -> Adopted:
+    with connect({"github_url": github_url, "namespace": namespace}) as clients:
+        pod = clients.kube.read_pod(namespace, name)
+        if pod is None:
+            raise NotProvablyOurs(f"there is no pod {namespace}/{name}: nothing to adopt")
+        owner = _ours(pod, name, "")
+        ephemeral = pod.spec.restart_policy == "Never"
+        location = RunnerLocation(namespace, name, f"{name}-registration", name, None, ephemeral, owner_label(owner))
+        runner_id = _registration(location, by_preferred_name(clients.github.list_runners(name)))
+    annotations = pod.metadata.annotations or {}
+    inputs = {"github_url": github_url, "namespace": namespace, "runner_name": name}
+    outputs = {
+        **inputs,
+        **_settings(),
+        "owner": owner,
+        "ephemeral": ephemeral,
+        "runner_id": runner_id,
+        "pod_name": name,
+        "secret_name": location.secret_name,
+        "token_hash": annotations.get(TOKEN_HASH_ANNOTATION),
+        "spec_hash": annotations.get(SPEC_HASH_ANNOTATION),
+        ADOPTED: True,
+    }
+    return Adopted(inputs, outputs)
+
+
+def _adopt_pool(namespace: str, name: str, github_url: str) -> Adopted:
+    with connect({"github_url": github_url, "namespace": namespace}) as clients:
+        pods = clients.kube.list_pods(namespace, f"{POOL_LABEL}={name}")
+        if not pods:
+            raise NotProvablyOurs(f"there are no pods of pool {name} in namespace {namespace}: nothing to adopt")
+        registered = by_preferred_name(clients.github.list_runners())
+    pods.sort(key=lambda pod: runner_index(name, pod.metadata.name))
+    owners = {_ours(pod, pod.metadata.name, name) for pod in pods}
+    if len(owners) != 1:
+        raise NotProvablyOurs(f"the pods of pool {name} carry {len(owners)} ownership labels: not one pool's")
+    owner = owners.pop()
+    runners = []
+    for pod in pods:
+        ephemeral = pod.spec.restart_policy == "Never"
+        runner = pod.metadata.name
+        location = RunnerLocation(
+            namespace, runner, f"{runner}-registration", runner, None, ephemeral, owner_label(owner), name
+        )
+        annotations = pod.metadata.annotations or {}
+        runners.append(
+            {
+                "name": runner,
+                "id": _registration(location, registered),
+                "pod": runner,
+                "token_hash": annotations.get(TOKEN_HASH_ANNOTATION),
+                "spec_hash": annotations.get(SPEC_HASH_ANNOTATION),
+                "shape_hash": None,
+                "ephemeral": ephemeral,
+            }
+        )
+    inputs = {"github_url": github_url, "namespace": namespace, "pool_name": name, "replicas": len(runners)}
+    outputs = {
+        **inputs,
+        **_settings(),
+        "owner": owner,
+        "runners": runners,
+        "problems": [],
+        "token_hash": _common(r["token_hash"] for r in runners),
+        "spec_hash": _common(r["spec_hash"] for r in runners),
+        ADOPTED: True,
+    }
+    return Adopted(inputs, outputs)
+
+
+def _common(values: Any) -> str | None:
+    """The value all runners share; None (unknown: they are rotated) when they differ."""
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else None

@@ -1,0 +1,239 @@
+"""Every property of the three resources, once: its schema type, default, secrecy and description.
+
+The provider plugin's schema (schema.py), its defaults in Check (server.py) and the names its programs use
+(``githubUrl`` for ``github_url``) come from this table; the dynamic resources (resources.py) take the same
+defaults as keyword arguments, and a test holds the two to each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..manifests import DEFAULT_IMAGE
+
+PACKAGE = "actions-runners"
+ANY = {"$ref": "pulumi.json#/Any"}
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str  # as the dynamic resources and the core name it (snake_case)
+    schema: dict[str, Any]  # the schema's type
+    description: str
+    default: Any = None  # what Check fills in when the program leaves it out (None: nothing)
+    secret: bool = False
+    required: bool = False
+
+    @property
+    def camel(self) -> str:
+        return camel_case(self.name)
+
+
+def camel_case(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def snake_case(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+STRING, BOOLEAN, INTEGER, NUMBER = ({"type": t} for t in ("string", "boolean", "integer", "number"))
+STRINGS = {"type": "array", "items": {"type": "string"}}
+
+GITHUB_URL = Property(
+    "github_url",
+    STRING,
+    "Where the runners register: https://HOST/OWNER/REPO (a repository), https://HOST/ORG (an organization) or "
+    "https://HOST/enterprises/ENTERPRISE.",
+    required=True,
+)
+CREDENTIALS = (
+    Property(
+        "github_token",
+        STRING,
+        "A GitHub token allowed to manage the scope's self-hosted runners; else GITHUB_TOKEN in the environment.",
+        secret=True,
+    ),
+    Property("github_app_id", STRING, "A GitHub App's id, to call GitHub as that App instead of with a token."),
+    Property(
+        "github_app_installation_id",
+        INTEGER,
+        "The App's installation; else the one on the scope's repository or organization.",
+    ),
+    Property("github_app_private_key", STRING, "The App's private key (PEM).", secret=True),
+)
+RUNNER_INPUTS = (
+    GITHUB_URL,
+    Property("namespace", STRING, "The Kubernetes namespace of the runners' pods; it must exist.", required=True),
+    Property(
+        "registration_token",
+        STRING,
+        "A RegistrationToken's token: a new one recreates the runners, the safe way (never one busy with a job).",
+        secret=True,
+    ),
+    Property(
+        "registration_token_expires_at",
+        STRING,
+        "The RegistrationToken's expiresAt: a runner that starts when its token is too old gets a fresh one.",
+    ),
+    Property("jit_config", BOOLEAN, "Just-in-time runners: GitHub makes each one's config; no token.", default=False),
+    Property("labels", STRINGS, "The runners' labels; a change is made in place.", default=[]),
+    Property("ephemeral", BOOLEAN, "A runner takes one job and ends (the default), or runs on.", default=True),
+    Property("image", STRING, "The runner image.", default=DEFAULT_IMAGE),
+    Property(
+        "pod_template",
+        ANY,
+        "A Kubernetes PodTemplateSpec merged into each runner's pod: resources, placement, volumes, sidecars.",
+    ),
+    Property("docker", BOOLEAN, "A Docker-in-Docker sidecar for each runner.", default=False),
+    Property("runner_group", STRING, "An organization's or enterprise's runner group."),
+    Property(
+        "grace_period_seconds",
+        NUMBER,
+        "How long an unregistered runner's pod is left before it is deleted.",
+        default=30,
+    ),
+    Property(
+        "unregister_timeout_seconds",
+        NUMBER,
+        "How long a busy runner's job is waited for before the provider gives up (it never kills it).",
+        default=600,
+    ),
+    Property("register_timeout_seconds", NUMBER, "How long a new runner may take to come online.", default=300),
+    *CREDENTIALS,
+    Property("kubeconfig", STRING, "A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster."),
+)
+RUNNER_OUTPUTS = (
+    Property("runner_id", INTEGER, "The runner's id in GitHub."),
+    Property("pod_name", STRING, "The runner's pod."),
+    Property("secret_name", STRING, "The Secret its pod reads its registration from."),
+    Property("token_hash", STRING, "A hash of the token the runner registered with (how a new token is seen)."),
+    Property("owner", STRING, "The resource's ownership id, on its pods and registrations."),
+    Property("runner_status", STRING, "online or offline, as the last refresh saw it."),
+    Property("runner_busy", BOOLEAN, "Whether a refresh saw it running a job."),
+    Property("pod_phase", STRING, "The pod's phase as the last refresh saw it."),
+    Property("pod_problem", STRING, "Why the runner will not take a job, if a refresh saw a reason."),
+    Property("labels_updated", STRING, "How the last label change was made: in place, or by replacement."),
+)
+POOL_RUNNER = {
+    "type": "object",
+    "properties": {
+        "name": {**STRING, "description": "The runner's name (and its pod's)."},
+        "id": {**INTEGER, "description": "Its id in GitHub."},
+        "pod": {**STRING, "description": "Its pod."},
+        "tokenHash": {**STRING, "description": "The hash of the token it registered with."},
+        "specHash": {**STRING, "description": "The hash of what it is made of."},
+        "ephemeral": {**BOOLEAN, "description": "Whether it takes one job."},
+        "status": {**STRING, "description": "online or offline, as the last refresh saw it."},
+        "busy": {**BOOLEAN, "description": "Whether a refresh saw it running a job."},
+        "podPhase": {**STRING, "description": "Its pod's phase, as the last refresh saw it."},
+        "job": {**STRING, "description": "The Job whose pod it is (a refilling pool's)."},
+    },
+}
+POOL_INPUTS = (
+    *RUNNER_INPUTS[:2],
+    Property("replicas", INTEGER, "How many runners.", required=True),
+    *RUNNER_INPUTS[2:],
+    Property(
+        "max_unavailable",
+        {"oneOf": [INTEGER, STRING]},
+        "At most this many runners (or this percentage of replicas) out of service at once in a rotation.",
+        default="25%",
+    ),
+    Property(
+        "refill",
+        BOOLEAN,
+        "The runners are a Kubernetes Job's pods: a finished runner's slot is refilled at once, between updates.",
+        default=False,
+    ),
+)
+POOL_OUTPUTS = (
+    Property(
+        "runners",
+        {"type": "array", "items": {"$ref": "#/types/actions-runners:index:PoolRunner"}},
+        "Each runner of the pool.",
+    ),
+    Property("problems", STRINGS, "What did not converge in the last update, or what the last refresh saw."),
+    Property("job", STRING, "With refill: the Job whose pods the runners are."),
+    Property("parallelism", INTEGER, "With refill: the Job's parallelism."),
+    Property("finished_pods", INTEGER, "With refill: pods that finished since the last update."),
+    Property("token_hash", STRING, "A hash of the pool's token."),
+    Property("spec_hash", STRING, "A hash of what its runners are made of."),
+    Property("shape_hash", STRING, "The same, apart from labels."),
+    Property("owner", STRING, "The resource's ownership id, on its pods and registrations."),
+)
+TOKEN_INPUTS = (
+    GITHUB_URL,
+    *CREDENTIALS,
+    Property(
+        "refresh_before_seconds",
+        NUMBER,
+        "The token is renewed by the first update less than this long before it expires.",
+        default=1800,
+    ),
+)
+TOKEN_OUTPUTS = (
+    Property("token", STRING, "The registration token.", secret=True),
+    Property("expires_at", STRING, "When it expires (ISO 8601)."),
+    Property("token_hash", STRING, "A hash of the token."),
+)
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    name: str  # RegistrationToken, Runner, RunnerPool
+    description: str
+    inputs: tuple[Property, ...]
+    outputs: tuple[Property, ...]
+    name_input: str | None = None  # the input defaulted from the resource's name
+
+    @property
+    def token(self) -> str:
+        return f"{PACKAGE}:index:{self.name}"
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return frozenset(p.name for p in (*self.inputs, *self.outputs) if p.secret)
+
+
+KINDS = (
+    ResourceKind(
+        "RegistrationToken",
+        "A runner registration token for a repository, organization or enterprise, renewed only near its expiry.",
+        TOKEN_INPUTS,
+        TOKEN_OUTPUTS,
+    ),
+    ResourceKind(
+        "Runner",
+        "One self-hosted runner: a pod on Kubernetes registered with GitHub. A new registration token replaces it: "
+        "unregistered first (never while it runs a job), then a grace period, then its pod is deleted.",
+        (
+            *RUNNER_INPUTS[:2],
+            Property(
+                "runner_name", STRING, "The runner's name; else one made from the resource's name, project and stack."
+            ),
+            *RUNNER_INPUTS[2:],
+        ),
+        RUNNER_OUTPUTS,
+        name_input="runner_name",
+    ),
+    ResourceKind(
+        "RunnerPool",
+        "replicas runners of one spec, named <poolName>-<index>, rotated together inside one update with at most "
+        "maxUnavailable out of service, busy runners waited for.",
+        (
+            *POOL_INPUTS[:3],
+            Property(
+                "pool_name",
+                STRING,
+                "The prefix of its runners' names; else one made from the resource's name, project and stack.",
+            ),
+            *POOL_INPUTS[3:],
+        ),
+        POOL_OUTPUTS,
+        name_input="pool_name",
+    ),
+)
+BY_TOKEN = {kind.token: kind for kind in KINDS}

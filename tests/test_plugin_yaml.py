@@ -1,0 +1,168 @@
+"""The provider plugin (pulumi-resource-actions-runners) through the real pulumi CLI, with programs in Pulumi YAML
+(Pulumi's own language host, built from github.com/pulumi/pulumi-yaml): programs/yaml whole, and `pulumi import`
+of a pool and a runner."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actions_runners_simulator.kube_apiserver import KubeApiServer
+from actions_runners_simulator.simulator import Simulator
+from actions_runners_simulator.tools import tool_dirs
+from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace
+from pulumi_actions_runners import __version__
+from tests.conftest import ROOT, quick_simulator
+from tests.helpers import NAMESPACE, core_api, events_for, new_token, secret_token
+
+YAML_PROGRAM = ROOT / "programs" / "yaml"
+IMPORTING_PROGRAM = ROOT / "tests" / "projects" / "yaml-import"
+POOL = "actions-runners:index:RunnerPool"
+YAML_VERSION = "1.25.0"  # tools/pulumi-yaml
+
+
+@pytest.fixture(scope="module")
+def yaml_dir() -> Path:
+    return tool_dirs("pulumi-yaml")["pulumi-yaml"]
+
+
+@pytest.fixture
+def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+    with quick_simulator(kube_api_server) as simulator:
+        yield simulator
+
+
+def workspace(project: Path, cli_dir: Path, yaml_dir: Path, sim: Simulator, stack: str = "dev") -> PulumiWorkspace:
+    """The YAML host and the plugin's source install (the package's console script) as installed plugins."""
+    plugins = {
+        f"language-yaml-v{YAML_VERSION}": yaml_dir / "pulumi-language-yaml",
+        f"resource-actions-runners-v{__version__}": Path(sys.executable).parent / "pulumi-resource-actions-runners",
+    }
+    ws = PulumiWorkspace(project, cli_dir, stack=stack, plugins=plugins)
+    ws.env["KUBECONFIG"] = str(sim.kubeconfig)  # the cluster as a user's would be found: no input names it
+    return ws
+
+
+def resources(ws: PulumiWorkspace, type_: str) -> dict[str, dict]:
+    state = json.loads(ws.run("stack", "export", "--show-secrets").stdout)
+    return {r["urn"].rsplit("::", 1)[-1]: r for r in state["deployment"]["resources"] if r["type"] == type_}
+
+
+def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destroys(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator
+) -> None:
+    with workspace(YAML_PROGRAM, cli_dir, yaml_dir, sim) as ws:
+        ws.new_stack(
+            config={"githubUrl": sim.repo_url, "runners": "2", "gracePeriodSeconds": "1", "maxUnavailable": "1"},
+            secrets={"githubToken": sim.credential},
+        )
+        preview = ws.run("preview").stdout
+        assert f" +  {POOL} pool create" in preview and "warning" not in preview, preview
+
+        up = ws.run("up", "--yes").stdout
+        assert "3 created" in up, up  # the stack, the token, the pool
+        online = [r for r in sim.github.runners() if r["status"] == "online"]
+        assert len(online) == 2, sim.github.runners()
+        pool = resources(ws, POOL)["pool"]
+        assert pool["inputs"]["replicas"] == 2 and pool["inputs"]["labels"] == ["pulumi", "yaml"]
+        runners = {r["name"]: r for r in pool["outputs"]["runners"]}
+        assert len(runners) == 2 and all(r["tokenHash"] == pool["outputs"]["tokenHash"] for r in runners.values())
+        # Secrets stay secret in the state, in the schema's names.
+        exported = ws.run("stack", "export").stdout
+        first = next(iter(runners.values()))
+        token = secret_token(sim, f"{first['name']}-registration")
+        assert token not in exported and sim.credential not in exported
+
+        # The token falls due: preview shows the pool's update and why, and touches nothing.
+        ws.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
+        calls = len(sim.github.calls())
+        preview = ws.run("preview").stdout
+        assert re.search(rf" ~  {POOL} pool update \[diff: .*~registrationToken", preview), preview
+        assert len(sim.github.calls()) == calls
+
+        # up rotates them, one at a time; the busy runner keeps its pod until its job is done.
+        busy = first
+        sim.github.start_job(busy["name"], 8.0)
+        up = ws.run("up", "--yes").stdout
+        removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['id'])}")]
+        assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
+        pod_events = events_for(sim, busy["pod"], "pod_terminating", "pod_removed")
+        assert pod_events and all(e["at"] >= removals[-1]["at"] + 1.0 for e in pod_events)
+        assert sim.runners.jobs_killed == []
+        # Progress is the pool's, on its own row: no stack-level wall of timestamps.
+        assert re.search(rf"{POOL} pool .*is running a job \(RemoveRunner answered 422\)", up), up
+        assert not re.search(r"pulumi:pulumi:Stack .* \d{4}-\d\d-\d\d.*INFO", up), up
+        rotated = {r["name"]: r for r in resources(ws, POOL)["pool"]["outputs"]["runners"]}
+        assert rotated.keys() == runners.keys()
+        assert all(r["tokenHash"] != runners[name]["tokenHash"] for name, r in rotated.items())
+
+        ws.run("destroy", "--yes")
+        assert sim.github.runners() == []
+        assert [p for p in sim.kube.pods(NAMESPACE)] == []
+
+
+def test_import_adopts_a_pool_and_a_runner_and_the_next_up_changes_nothing(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator
+) -> None:
+    """A stack that lost its state (or moves from the dynamic resources) adopts what it made, by id."""
+    token = new_token(sim)
+    config = {"githubUrl": sim.repo_url, "namespace": NAMESPACE}
+    with workspace(IMPORTING_PROGRAM, cli_dir, yaml_dir, sim, stack="made") as made:
+        made.new_stack(config=config, secrets={"githubToken": sim.credential, "registrationToken": token})
+        made.run("up", "--yes")
+        pods_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)}
+        assert len(pods_before) == 3  # a pool of 2 and a runner
+
+        # The state is lost: a new stack of the same project, with the same program, imports by id.
+        with workspace(IMPORTING_PROGRAM, cli_dir, yaml_dir, sim, stack="made") as lost:
+            lost.env["PULUMI_BACKEND_URL"] = f"file://{lost.root / 'other-state'}"
+            lost.env["GITHUB_TOKEN"] = sim.credential  # an import has no inputs: it reads with the environment's
+            (lost.root / "other-state").mkdir()
+            lost.new_stack(config=config, secrets={"githubToken": sim.credential, "registrationToken": token})
+            refused = lost.run("import", POOL, "pool", f"{NAMESPACE}/nothing@{sim.repo_url}", "--yes", check=False)
+            assert refused.returncode != 0
+            assert "there are no pods of pool nothing" in refused.stdout + refused.stderr, refused.stdout
+            malformed = lost.run("import", POOL, "pool", "imported-pool", "--yes", check=False)
+            assert "NAMESPACE/NAME@GITHUB_URL" in malformed.stdout + malformed.stderr
+
+            lost.run("import", POOL, "pool", f"{NAMESPACE}/imported@{sim.repo_url}", "--yes")
+            lost.run("import", "actions-runners:index:Runner", "lone", f"{NAMESPACE}/lone@{sim.repo_url}", "--yes")
+            preview = json.loads(lost.run("preview", "--json").stdout)
+            ops = {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in preview["steps"]}
+            # What an import cannot read back are settings (here a grace period): recorded by an update that
+            # touches no runner. The spec and token the pods' hashes prove the program's.
+            assert ops == {"actions-runners-yaml-import-made": "same", "pool": "update", "lone": "update"}, ops
+            writes = len([c for c in sim.github.calls() if c["method"] != "GET"])
+            lost.run("up", "--yes")
+            assert len([c for c in sim.github.calls() if c["method"] != "GET"]) == writes
+            assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)} == pods_before
+            assert "3 unchanged" in lost.run("up", "--yes").stdout
+
+            # What it adopted it takes down, the safe way.
+            lost.run("destroy", "--yes")
+            assert sim.github.runners() == [] and sim.kube.pods(NAMESPACE) == []
+
+
+def test_import_refuses_a_pod_it_did_not_make(cli_dir: Path, yaml_dir: Path, sim: Simulator) -> None:
+    core_api(sim).create_namespaced_pod(
+        NAMESPACE, {"metadata": {"name": "handmade"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    )
+    with workspace(IMPORTING_PROGRAM, cli_dir, yaml_dir, sim) as ws:
+        ws.new_stack(
+            config={"githubUrl": sim.repo_url, "namespace": NAMESPACE},
+            secrets={"githubToken": sim.credential, "registrationToken": new_token(sim)},
+        )
+        args = ("import", "actions-runners:index:Runner", "lone", f"{NAMESPACE}/handmade@{sim.repo_url}", "--yes")
+        without_credential = ws.run(*args, check=False)
+        assert "set GITHUB_TOKEN" in without_credential.stdout, without_credential.stdout
+        ws.env["GITHUB_TOKEN"] = sim.credential
+        with pytest.raises(PulumiFailed) as refused:
+            ws.run(*args)
+    output = str(refused.value)
+    assert "was not made by pulumi-actions-runners" in output, output
+    assert "Traceback" not in output and sim.credential not in output
