@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
-.PHONY: setup demo test lint bench soak clean
+.PHONY: setup demo test lint bench soak clean plugin sdk
 
 setup: $(VENV)/.installed
 
@@ -21,7 +21,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	gofmt -l tools | (! grep .) && cd tools/pulumi && go vet ./language-python
+	gofmt -l tools | (! grep .) && (cd tools/pulumi && go vet ./language-python) && (cd tools/pulumi-languages && go vet ./...)
 
 test: lint
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest
@@ -32,6 +32,15 @@ bench: setup
 # 2,000 replacements and teardowns (or 10 minutes) under injected faults and killed providers: SOAK_ARGS="--seed S".
 soak: setup
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/soak.py $(SOAK_ARGS)
+
+# The provider plugin's archive for this platform (its path on the last line), for
+# `pulumi plugin install resource actions-runners VERSION --file ARCHIVE`.
+plugin: setup
+	tools/plugin/build.sh
+
+# sdk/: the schema and the SDKs `pulumi package gen-sdk` makes of it; tests/test_plugin_sdks.py checks they are current.
+sdk: setup
+	tools=$$($(TOOLS)) && env $$tools sh -c 'PATH=$$PULUMI_LANGUAGES_DIR:$$PULUMI_CLI_DIR:$$PATH tools/plugin/gen-sdk.sh'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

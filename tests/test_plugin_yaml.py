@@ -96,6 +96,8 @@ def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destro
         assert sim.runners.jobs_killed == []
         # Progress is the pool's, on its own row: no stack-level wall of timestamps.
         assert re.search(rf"{POOL} pool .*is running a job \(RemoveRunner answered 422\)", up), up
+        assert re.search(rf"{POOL} pool .*waiting on 1 busy runners \(RemoveRunner 422\), \d of 2 rotated", up), up
+        assert re.search(rf"{POOL} pool .*: 2 of 2 rotated", up), up
         assert not re.search(r"pulumi:pulumi:Stack .* \d{4}-\d\d-\d\d.*INFO", up), up
         rotated = {r["name"]: r for r in resources(ws, POOL)["pool"]["outputs"]["runners"]}
         assert rotated.keys() == runners.keys()

@@ -1,5 +1,6 @@
 """The binaries of the test bed: the pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes,
-actionlint (for the workflow in programs/gitops) and Pulumi's YAML language host (for programs/yaml).
+actionlint (for the workflow in programs/gitops), Pulumi's YAML language host (for programs/yaml), and our own
+Node.js, Go and .NET hosts (for programs/typescript and `pulumi package gen-sdk`).
 
 Each comes from an environment variable naming its folder, else from its tools/*/build.sh in a checkout (found
 on PATH or built once into a cache), else from PATH. Those named in one call are built concurrently, so a fresh
@@ -28,6 +29,7 @@ TOOLS = {
     "pulumi-kubernetes": ("PULUMI_KUBERNETES_DIR", "tools/pulumi-kubernetes/build.sh", "pulumi-resource-kubernetes"),
     "actionlint": ("ACTIONLINT_DIR", "tools/actionlint/build.sh", "actionlint"),
     "pulumi-yaml": ("PULUMI_YAML_DIR", "tools/pulumi-yaml/build.sh", "pulumi-language-yaml"),
+    "pulumi-languages": ("PULUMI_LANGUAGES_DIR", "tools/pulumi-languages/build.sh", "pulumi-language-nodejs"),
 }
 
 

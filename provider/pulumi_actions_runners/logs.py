@@ -13,6 +13,13 @@ POOL_THREAD_PREFIX = "pool-worker"
 # A routine step of one runner (a grace period, a pod going, a runner coming online) is worth a line for a lone
 # Runner; in a pool of hundreds the pool sums them up instead. Log such lines with ``extra=ROUTINE``.
 ROUTINE = {"routine": True}
+# A pool's progress as it stands ("3 of 20 rotated"): the plugin's status line on the resource (plugin/progress.py),
+# replaced by the next; on stderr it would be a line per step, so the dynamic providers leave it out.
+STATUS = {"status": True}
+
+
+def not_a_status(record: logging.LogRecord) -> bool:
+    return not getattr(record, "status", False)
 
 
 def not_a_pool_step(record: logging.LogRecord) -> bool:
@@ -25,6 +32,7 @@ def log_to_stderr() -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         handler.addFilter(not_a_pool_step)
+        handler.addFilter(not_a_status)
         handler.addFilter(ScrubFilter())
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

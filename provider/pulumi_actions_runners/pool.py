@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from .clock import Clock
 from .github_budget import content_creating_seconds
 from .kube_client import PodAlreadyExists, SecretMetadata, describe
-from .logs import POOL_THREAD_PREFIX
+from .logs import POOL_THREAD_PREFIX, STATUS
 from .manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
 from .pod_state import UNREGISTERED, pod_finished, pod_live
 from .registration_tokens import StartTokens
@@ -176,12 +176,28 @@ class NoSlotInTime(Exception):
 class Rollout:
     """``max_unavailable`` as permits, with a bounded wait for one, and a halt once a replacement fails."""
 
-    def __init__(self, pool_name: str, limit: int, wait_bound: float) -> None:
+    def __init__(self, pool_name: str, limit: int, wait_bound: float, rotations: int = 0) -> None:
         self._pool_name, self._limit, self._wait_bound = pool_name, limit, wait_bound
         self._free = limit
         self._halted: str | None = None
         self._waiting_said = False
         self._changed = threading.Condition()
+        self._rotations, self._rotated, self._busy = rotations, 0, set[str]()
+
+    def waiting_on_job(self, runner_name: str, waiting: bool) -> None:
+        with self._changed:
+            (self._busy.add if waiting else self._busy.discard)(runner_name)
+            self._say_progress()
+
+    def rotated(self) -> None:
+        with self._changed:
+            self._rotated += 1
+            self._say_progress()
+
+    def _say_progress(self) -> None:
+        """One line for the whole rotation, as it stands: what the plugin shows as the pool's status."""
+        busy = f"waiting on {len(self._busy)} busy runners (RemoveRunner 422), " if self._busy else ""
+        log.info("pool %s: %s%d of %d rotated", self._pool_name, busy, self._rotated, self._rotations, extra=STATUS)
 
     def acquire(self, runner_name: str) -> None:
         with self._changed:
@@ -228,6 +244,9 @@ class _Held:
     def release(self) -> None:
         self.count -= 1
         self._permits.release()
+
+    def waiting_on_job(self, runner_name: str, waiting: bool) -> None:
+        self._permits.waiting_on_job(runner_name, waiting)
 
     def release_all(self) -> None:
         while self.count:
@@ -314,7 +333,7 @@ def reconcile_pool(
     # them together as long as GitHub takes to hand out their just-in-time configs.
     per_wave = timeouts.grace_period_seconds + timeouts.pod_gone_timeout_seconds + timeouts.register_timeout_seconds
     wait_bound = math.ceil(rotations / spec.max_unavailable) * per_wave + configs_seconds
-    rollout = Rollout(spec.name, spec.max_unavailable, wait_bound)
+    rollout = Rollout(spec.name, spec.max_unavailable, wait_bound, rotations)
     if work:
         log.info(
             "pool %s: %s (max_unavailable %d)",
@@ -326,8 +345,12 @@ def reconcile_pool(
     def run(item: tuple[Work, str, PoolRunner | None]) -> tuple[PoolRunner | None, str | None]:
         kind, name, old = item
         if kind is Work.RELABEL and old is not None:
-            return _relabel(pool, name, old, live[name], rollout, ours=ours.get(name))
-        return _replace(pool, name, old, rollout, rotating=kind is Work.ROTATE, ours=ours.get(name))
+            done = _relabel(pool, name, old, live[name], rollout, ours=ours.get(name))
+        else:
+            done = _replace(pool, name, old, rollout, rotating=kind is Work.ROTATE, ours=ours.get(name))
+        if kind in (Work.ROTATE, Work.RELABEL):
+            rollout.rotated()
+        return done
 
     def failed(item: tuple[Work, str, PoolRunner | None], error: Exception) -> tuple[PoolRunner | None, str]:
         _kind, name, old = item  # its work never ran to an end: whatever it had stays, to be looked at again

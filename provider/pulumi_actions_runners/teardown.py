@@ -95,6 +95,10 @@ class Permits(Protocol):
 
     def release(self) -> None: ...
 
+    def waiting_on_job(self, runner_name: str, waiting: bool) -> None:
+        """The runner is busy and waited for (RemoveRunner answered 422), or no longer: for progress lines."""
+        ...
+
 
 class NoLimit:
     """A lone Runner: nothing to count."""
@@ -103,6 +107,9 @@ class NoLimit:
         pass
 
     def release(self) -> None:
+        pass
+
+    def waiting_on_job(self, runner_name: str, waiting: bool) -> None:
         pass
 
 
@@ -292,7 +299,11 @@ def _unregister(
             continue
         report.busy_answers += 1
         permits.release()  # a busy runner stays in service: another one may be taken out meanwhile
-        delay = _wait_until_idle(runner, runner_id, github, clock, deadline, timeout, delay, pods)
+        permits.waiting_on_job(runner.runner_name, True)
+        try:
+            delay = _wait_until_idle(runner, runner_id, github, clock, deadline, timeout, delay, pods)
+        finally:
+            permits.waiting_on_job(runner.runner_name, False)
         permits.acquire(runner.runner_name)
 
 

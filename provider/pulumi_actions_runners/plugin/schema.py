@@ -47,8 +47,14 @@ def _resource(kind: ResourceKind) -> dict[str, Any]:
 
 def _property(prop: Property) -> dict[str, Any]:
     spec: dict[str, Any] = {**prop.schema, "description": prop.description}
-    if prop.default is not None and not isinstance(prop.default, list):
+    # Check fills in every default (server.py); the schema says the scalar ones, which SDKs can hold (not a
+    # union's: Go's generator cannot).
+    if prop.default is not None and not isinstance(prop.default, list) and "oneOf" not in prop.schema:
         spec["default"] = prop.default
     if prop.secret:
         spec["secret"] = True
     return spec
+
+
+if __name__ == "__main__":
+    print(schema_json(), end="")

@@ -4,7 +4,8 @@
 //
 // Pulumi's own host (module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) is not served by
 // the Go module proxy this project can reach, so this one implements what `pulumi preview/up/refresh/destroy`
-// need: Handshake, GetPluginInfo, GetRequiredPlugins/Packages (none: plugins come with the CLI build) and Run.
+// need: Handshake, GetPluginInfo, GetRequiredPlugins/Packages (none: plugins come with the CLI build) and Run;
+// and, for `pulumi package gen-sdk --language python`, GeneratePackage with pkg/v3's Python code generator.
 package main
 
 import (
@@ -18,6 +19,9 @@ import (
 	"strconv"
 	"strings"
 
+	pycodegen "github.com/pulumi/pulumi/pkg/v3/codegen/python"
+	"github.com/pulumi/pulumi/pkg/v3/codegen/schema"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"google.golang.org/grpc"
@@ -106,11 +110,19 @@ func (h *host) Run(ctx context.Context, req *pulumirpc.RunRequest) (*pulumirpc.R
 		root = info.GetRootDirectory()
 		program = filepath.Join(info.GetProgramDirectory(), info.GetEntryPoint())
 	}
-	config, err := json.Marshal(req.GetConfig())
+	// A stack without configuration comes as a nil map, which would marshal as null: the SDK needs an object.
+	configMap, secretKeyList := req.GetConfig(), req.GetConfigSecretKeys()
+	if configMap == nil {
+		configMap = map[string]string{}
+	}
+	if secretKeyList == nil {
+		secretKeyList = []string{}
+	}
+	config, err := json.Marshal(configMap)
 	if err != nil {
 		return nil, err
 	}
-	secretKeys, err := json.Marshal(req.GetConfigSecretKeys())
+	secretKeys, err := json.Marshal(secretKeyList)
 	if err != nil {
 		return nil, err
 	}
@@ -157,4 +169,45 @@ func python(root string, options map[string]any) string {
 		return cmd
 	}
 	return "python3"
+}
+
+// GeneratePackage writes the Python SDK of the request's schema into its directory, as Pulumi's own host does:
+// the schema bound with the engine's schema loader, binding problems returned as diagnostics, not as an error.
+func (h *host) GeneratePackage(
+	_ context.Context, req *pulumirpc.GeneratePackageRequest,
+) (*pulumirpc.GeneratePackageResponse, error) {
+	client, err := schema.NewLoaderClient(req.GetLoaderTarget())
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	loader := schema.NewCachedLoader(client)
+
+	var spec schema.PackageSpec
+	if err := json.Unmarshal([]byte(req.GetSchema()), &spec); err != nil {
+		return nil, err
+	}
+	pkg, diags, err := schema.BindSpec(spec, loader, schema.ValidationOptions{AllowDanglingReferences: true})
+	if err != nil {
+		return nil, err
+	}
+	response := &pulumirpc.GeneratePackageResponse{Diagnostics: plugin.HclDiagnosticsToRPCDiagnostics(diags)}
+	if diags.HasErrors() {
+		return response, nil
+	}
+
+	files, err := pycodegen.GeneratePackage("pulumi-language-python", pkg, req.GetExtraFiles(), loader)
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range files {
+		path := filepath.Join(req.GetDirectory(), name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("could not create output directory %s: %w", filepath.Dir(name), err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return nil, fmt.Errorf("could not write output file %s: %w", name, err)
+		}
+	}
+	return response, nil
 }

@@ -1,0 +1,2 @@
+// Self-hosted GitHub Actions runners on Kubernetes, replaced without killing a job.
+package actionsrunners
