@@ -5,7 +5,9 @@ of a pool and a runner."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,3 +170,58 @@ def test_import_refuses_a_pod_it_did_not_make(cli_dir: Path, yaml_dir: Path, sim
     output = str(refused.value)
     assert "was not made by pulumi-actions-runners" in output, output
     assert "Traceback" not in output and sim.credential not in output
+
+
+def test_lone_runners_start_as_many_at_once_as_the_engine_runs(cli_dir: Path, yaml_dir: Path, sim: Simulator) -> None:
+    """Each pod's creation is held DELAY at the API server: six in flight at once end within DELAY of each other,
+    where a cap of four calls (the SDK's dynamic provider server) would end them a DELAY apart."""
+    delay = 4.0
+    sim.kube.delay_next("POST", r"/namespaces/[^/]+/pods$", delay, count=6)
+    with workspace(ROOT / "tests" / "projects" / "yaml-runners", cli_dir, yaml_dir, sim) as ws:
+        ws.new_stack(
+            config={"githubUrl": sim.repo_url, "namespace": NAMESPACE},
+            secrets={"githubToken": sim.credential, "registrationToken": new_token(sim)},
+        )
+        ws.run("up", "--yes", "--parallel", "8")
+        created = [r["at"] for r in sim.kube.proxy_timeline() if r["method"] == "POST" and r["path"].endswith("/pods")]
+        assert len(created) == 6
+        assert max(created) - min(created) < delay, created
+        assert len([r for r in sim.github.runners() if r["status"] == "online"]) == 6
+        ws.run("destroy", "--yes")
+
+
+def test_check_failures_name_the_schema_property(cli_dir: Path, yaml_dir: Path, sim: Simulator) -> None:
+    with workspace(YAML_PROGRAM, cli_dir, yaml_dir, sim) as ws:
+        ws.new_stack(config={"githubUrl": sim.repo_url}, secrets={"githubToken": sim.credential})
+        ws.run("config", "set", "gracePeriodSeconds", stdin="-5")  # on stdin: "-5" is no flag
+        preview = ws.run("preview", check=False)
+    output = preview.stdout + preview.stderr
+    assert preview.returncode != 0
+    assert "gracePeriodSeconds" in output and "from 0 to 3600" in output, output
+    assert "Traceback" not in output
+
+
+def test_the_plugin_archive_installs_with_pulumi_plugin_install(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator, tmp_path: Path
+) -> None:
+    """`make plugin`'s archive, installed as the README says; its first start makes its own virtualenv from the
+    wheels inside it (offline), so a program in any language finds a working plugin."""
+    built = subprocess.run(
+        [str(ROOT / "tools" / "plugin" / "build.sh"), str(tmp_path)],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    archive = built.stdout.strip().splitlines()[-1]
+    assert archive.endswith(".tar.gz") and f"v{__version__}" in archive
+    plugins = {f"language-yaml-v{YAML_VERSION}": yaml_dir / "pulumi-language-yaml"}
+    with PulumiWorkspace(YAML_PROGRAM, cli_dir, plugins=plugins) as ws:
+        ws.env["KUBECONFIG"] = str(sim.kubeconfig)
+        ws.env["PIP_FIND_LINKS"] = ""  # nothing from outside the archive
+        ws.run("plugin", "install", "resource", "actions-runners", __version__, "--file", archive)
+        ws.new_stack(config={"githubUrl": sim.repo_url, "runners": "1"}, secrets={"githubToken": sim.credential})
+        up = ws.run("up", "--yes").stdout
+        assert "3 created" in up and "warning" not in up, up
+        assert len([r for r in sim.github.runners() if r["status"] == "online"]) == 1
+        ws.run("destroy", "--yes")
