@@ -86,6 +86,16 @@ def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destro
         preview = ws.run("preview").stdout
         assert re.search(rf" ~  {POOL} pool update \[diff: .*~registrationToken", preview), preview
         assert len(sim.github.calls()) == calls
+        # The review report reads the plugin's resources as it reads the dynamic ones.
+        report = subprocess.run(
+            [sys.executable, "-m", "pulumi_actions_runners.report"],
+            input=ws.run("preview", "--json").stdout,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        assert "rotate 2 of 2 runners, at most 1 at a time" in report, report
+        assert "because: registration token renewed" in report and "(none)" not in report, report
 
         # up rotates them, one at a time; the busy runner keeps its pod until its job is done.
         busy = first

@@ -23,14 +23,16 @@ from typing import Any
 import requests
 from kubernetes import client, config
 
+from pulumi_actions_runners import __version__
 from pulumi_actions_runners.manifests import RUNNER_LABEL
 
 from .simulator import program_credentials
-from .tools import TOOLS, tool_dirs
+from .tools import TOOLS, YAML_HOST_VERSION, tool_dirs
 from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 GRACE_SECONDS = 2.0
+NAMESPACE_GONE_SECONDS = 60.0
 TOKEN_LIFETIME_SECONDS = 2400.0  # GitHub's tokens live an hour; 40 minutes let the tour skip the wait
 RENEW_BEFORE_SECONDS = 3000  # more than the token has left: it is due for renewal at once
 FLEET_RUNNERS = 20
@@ -170,6 +172,18 @@ class SimulatorProcess:
         [pod] = self._pods.list_namespaced_pod(self.info["namespace"], label_selector=selector).to_dict()["items"]
         return pod
 
+    def make_namespace(self) -> None:
+        """The runners' namespace, once the last one of its name (deleted by a destroy) is gone: at most a minute."""
+        deadline = time.monotonic() + NAMESPACE_GONE_SECONDS
+        while True:
+            try:
+                self._pods.create_namespace({"metadata": {"name": self.info["namespace"]}})
+                return
+            except client.ApiException as error:
+                if error.status != 409 or time.monotonic() > deadline:
+                    raise DemoFailed(f"namespace {self.info['namespace']} could not be made: {error.reason}") from None
+            time.sleep(0.5)
+
     def read_pod(self, name: str) -> Json | None:
         try:
             return self._pods.read_namespaced_pod(name, self.info["namespace"]).to_dict()
@@ -191,7 +205,7 @@ def banner(text: str) -> None:
 
 def run(runners: int = 3, *, github_app: bool = False) -> int:
     # The CLI, the API server and pulumi_kubernetes' plugin: found, or built at once (a first build takes minutes).
-    tools = tool_dirs("pulumi", "kube", "pulumi-kubernetes")
+    tools = tool_dirs("pulumi", "kube", "pulumi-kubernetes", "pulumi-yaml")
     simulator = SimulatorProcess(tools["kube"])
     failure = None
     try:
@@ -204,7 +218,7 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
         plugin = tools["pulumi-kubernetes"]
         with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], kubernetes_plugin_dir=plugin) as stack:
             tour(stack, simulator, runners)
-        with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], stack="fleet", kubernetes_plugin_dir=plugin) as stack:
+        with yaml_workspace(tools, simulator, "fleet") as stack:
             fleet_tour(stack, simulator, FLEET_RUNNERS)
         with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], stack="refill", kubernetes_plugin_dir=plugin) as stack:
             refill_tour(stack, simulator, runners)
@@ -238,6 +252,18 @@ def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) 
     )
 
 
+def yaml_workspace(tools: dict[str, Path], simulator: SimulatorProcess, stack: str) -> PulumiWorkspace:
+    """programs/yaml, with Pulumi's YAML host and the provider plugin (this environment's
+    pulumi-resource-actions-runners) installed as plugins, and the simulator's cluster as KUBECONFIG."""
+    plugins = {
+        f"language-yaml-v{YAML_HOST_VERSION}": tools["pulumi-yaml"] / "pulumi-language-yaml",
+        f"resource-actions-runners-v{__version__}": Path(sys.executable).parent / "pulumi-resource-actions-runners",
+    }
+    workspace = PulumiWorkspace(PROJECT_DIR / "programs" / "yaml", tools["pulumi"], stack=stack, plugins=plugins)
+    workspace.env["KUBECONFIG"] = simulator.info["kubeconfig"]
+    return workspace
+
+
 def tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int) -> None:
     new_stack(stack, simulator.info, runners)
     banner("pulumi up --yes")
@@ -261,8 +287,21 @@ def tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int) -> N
 
 
 def fleet_tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int) -> None:
-    print(f"\nA fleet: one RunnerPool of {runners} runners (pulumi config set pool true), all replaceable at once.")
-    new_stack(stack, simulator.info, runners, pool="true", maxUnavailable="100%")
+    print(f"\nA fleet: one RunnerPool of {runners} runners, all replaceable at once, from programs/yaml (Pulumi YAML")
+    print("through the provider plugin, pulumi-resource-actions-runners), in a namespace that exists already.")
+    banner(f"kubectl create namespace {simulator.info['namespace']}")
+    simulator.make_namespace()
+    sim = simulator.info
+    stack.new_stack(
+        config={
+            "githubUrl": sim["github_url"],
+            "namespace": sim["namespace"],
+            "runners": str(runners),
+            "gracePeriodSeconds": str(int(GRACE_SECONDS)),
+            "maxUnavailable": "100%",
+        },
+        secrets={"githubToken": sim["github_token"]},  # programs/yaml takes a token (a GitHub App: programs/runners)
+    )
     banner("pulumi up --yes")
     print(stack.run("up", "--yes").stdout)
 

@@ -18,6 +18,12 @@ from pathlib import Path
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
+# The versions the language hosts report (tools/pulumi-yaml/build.sh, tools/pulumi-languages/build.sh), under
+# which a workspace installs them as plugins.
+YAML_HOST_VERSION = "1.25.0"
+NODEJS_HOST_VERSION = "3.260.0"
+
+
 class ToolMissing(Exception):
     pass
 

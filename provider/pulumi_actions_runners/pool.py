@@ -190,9 +190,11 @@ class Rollout:
             self._say_progress()
 
     def rotated(self) -> None:
+        """Said at each tenth of the rotation (a log of 500 lines would be the wall the status line replaces)."""
         with self._changed:
             self._rotated += 1
-            self._say_progress()
+            if self._rotated == self._rotations or self._rotated % max(1, self._rotations // 10) == 0:
+                self._say_progress()
 
     def _say_progress(self) -> None:
         """One line for the whole rotation, as it stands: what the plugin shows as the pool's status."""

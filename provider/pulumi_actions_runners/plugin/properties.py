@@ -39,6 +39,24 @@ def snake_case(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
+NESTED_RECORDS = ("runners",)  # lists of records whose keys are named like properties (a pool's runners)
+
+
+def core_names(props: dict[str, Any]) -> dict[str, Any]:
+    """Properties as the schema names them (``githubUrl``), named as the core does (``github_url``)."""
+    return {snake_case(k): _records(k, v, snake_case) for k, v in props.items()}
+
+
+def schema_names(props: dict[str, Any]) -> dict[str, Any]:
+    return {camel_case(k): _records(k, v, camel_case) for k, v in props.items()}
+
+
+def _records(key: str, value: Any, rename: Any) -> Any:
+    if snake_case(key) in NESTED_RECORDS and isinstance(value, list):
+        return [{rename(k): v for k, v in r.items()} if isinstance(r, dict) else r for r in value]
+    return value
+
+
 STRING, BOOLEAN, INTEGER, NUMBER = ({"type": t} for t in ("string", "boolean", "integer", "number"))
 STRINGS = {"type": "array", "items": {"type": "string"}}
 

@@ -32,14 +32,13 @@ from ..redaction import scrub
 from ..resources import not_converged_message
 from . import adopt
 from .progress import working_on
-from .properties import BY_TOKEN, ResourceKind, camel_case, snake_case
+from .properties import BY_TOKEN, ResourceKind, camel_case, core_names, schema_names, snake_case
 from .schema import schema_json
 
 # The engine's --parallel bounds how many calls it makes at once; the server must only not bound them lower
 # (the SDK's dynamic provider server runs 4). Threads are made as calls come.
 MAX_CONCURRENT_CALLS = 1024
 NAME_LENGTH = {"Runner": 63, "RunnerPool": 57}  # a pool's runners add "-<index>"
-NESTED_RECORDS = ("runners",)  # lists of records whose keys are named like properties
 
 
 class Urn:
@@ -205,30 +204,18 @@ def _from_wire(struct: struct_pb2.Struct) -> tuple[dict[str, Any], set[str]]:
         plain.fields[key].CopyFrom(value)
     wire = rpc.deserialize_properties(plain, keep_unknowns=True) or {}
     secret |= {snake_case(k) for k, v in wire.items() if rpc.is_rpc_secret(v)}
-    props = {snake_case(k): _records(k, rpc.unwrap_rpc_secret(v), snake_case) for k, v in wire.items()}
-    return props, secret
+    return core_names({k: rpc.unwrap_rpc_secret(v) for k, v in wire.items()}), secret
 
 
 def _to_wire(kind: ResourceKind, props: dict[str, Any], secret: set[str]) -> struct_pb2.Struct:
     """Properties in the schema's names; the kind's secrets, and whatever came in secret, wrapped as secrets."""
-    hidden = secret | kind.secrets
-    wire = {
-        camel_case(k): rpc.wrap_rpc_secret(_records(k, v, camel_case))
-        if k in hidden and v is not None
-        else _records(k, v, camel_case)
-        for k, v in props.items()
-    }
+    hidden = {camel_case(k) for k in secret | kind.secrets}
+    wire = {k: rpc.wrap_rpc_secret(v) if k in hidden and v is not None else v for k, v in schema_names(props).items()}
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(rpc.serialize_properties(wire, {}))
     finally:
         loop.close()
-
-
-def _records(key: str, value: Any, rename: Callable[[str], str]) -> Any:
-    if snake_case(key) in NESTED_RECORDS and isinstance(value, list):
-        return [{rename(k): v for k, v in r.items()} if isinstance(r, dict) else r for r in value]
-    return value
 
 
 def serve() -> tuple[grpc.Server, int]:

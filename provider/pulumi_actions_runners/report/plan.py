@@ -15,6 +15,7 @@ from typing import Any
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
+from ..plugin.properties import PACKAGE, core_names
 from ..pod_state import ENDED_PHASES
 from ..pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
 from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
@@ -22,6 +23,7 @@ from ..validation import holds_unknown
 from .phrase import Phrase, Value, joined
 
 TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"
+PLUGIN_TYPE_PREFIX = f"{PACKAGE}:index:"  # the provider plugin's resources
 RUNNER, POOL, TOKEN = "Runner", "RunnerPool", "RegistrationToken"
 # --show-replacement-steps adds a replacement's halves beside its "replace" step: counted once, by the latter.
 _IGNORED_OPS = (
@@ -107,7 +109,8 @@ def plan_changes(preview: Mapping[str, Any]) -> list[ResourceChange]:
         old, new = step_state(step, "oldState"), step_state(step, "newState")
         op = "create" if step["op"] == "import" else step["op"]
         judge = {RUNNER: _runner_change, POOL: _pool_change, TOKEN: _token_change}[kind]
-        changes.append(judge(op, resource_name(step["urn"]), old, new, step.get("replaceReasons") or []))
+        reasons = list(core_names(dict.fromkeys(step.get("replaceReasons") or [])))  # the plugin's are camelCase
+        changes.append(judge(op, resource_name(step["urn"]), old, new, reasons))
     return sorted(changes, key=_reading_order)
 
 
@@ -122,7 +125,10 @@ def our_kind(step: Mapping[str, Any]) -> str | None:
     urn = step.get("urn", "")
     kind = urn.rsplit("::", 2)[-2] if urn.count("::") >= 2 else ""
     kind = kind.rsplit("$", 1)[-1]  # a child's type comes after its parents'
-    return kind.removeprefix(TYPE_PREFIX) if kind.startswith(TYPE_PREFIX) else None
+    for prefix in (TYPE_PREFIX, PLUGIN_TYPE_PREFIX):
+        if kind.startswith(prefix):
+            return kind.removeprefix(prefix)
+    return None
 
 
 def resource_name(urn: str) -> str:
@@ -135,6 +141,8 @@ def step_state(step: Mapping[str, Any], key: str) -> dict[str, Any]:
     props = state.get("outputs") or state.get("inputs") or {}
     if key == "newState":
         props = state.get("inputs") or props  # what the program asks for now
+    if PLUGIN_TYPE_PREFIX in step.get("urn", ""):
+        props = core_names(props)  # the provider plugin's, named as its schema names them
     return _with_unknowns(props)
 
 
