@@ -1,4 +1,4 @@
-"""The clients one provider call works with, made from the resource's inputs at call time.
+"""The clients one provider call works with, made from its Endpoint at call time.
 
 Nothing here is kept on a provider object, which Pulumi pickles into the state; what is shared between calls
 (the API budget, the runner directory) is shared per process and holds no credential.
@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .credentials import GITHUB_TOKEN_INPUT
 from .github_app import InstallationTokens
-from .github_auth import github_auth
+from .github_auth import APP_INPUTS, github_auth
 from .github_client import DEFAULT_RUNNER_GROUP_ID, GitHubClient, JitConfig, RemoveOutcome, RunnerGroupNotFound
-from .github_url import parse_github_url
+from .github_url import GitHubTarget, parse_github_url
 from .kube_client import KubeClient
 from .registration_tokens import FreshTokens
 from .registrations import RunnerDirectory
@@ -103,11 +104,29 @@ def _shared_for(api_url: str, runners_path: str, credential: str | InstallationT
         return _per_scope.setdefault(key, _ScopeShared())
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one call goes: the GitHub scope and the credential inputs to call it with (else the environment's:
+    resolved as the call connects, see connections.connect), and the cluster's kubeconfig."""
+
+    target: GitHubTarget
+    credential_inputs: Mapping[str, Any] = field(repr=False)  # github_token, or the App's, as given
+    kubeconfig: str | None = None
+
+    @classmethod
+    def of(cls, props: Mapping[str, Any]) -> Endpoint:
+        credential_inputs = {k: props.get(k) for k in (GITHUB_TOKEN_INPUT, *APP_INPUTS)}
+        return cls(parse_github_url(props["github_url"]), credential_inputs, props.get("kubeconfig"))
+
+    def credential(self) -> str | InstallationTokens:
+        """A trimmed token, or the App's installation tokens; InvalidCredential says what is missing."""
+        return github_auth({**self.credential_inputs, "github_url": self.target.url}, self.target)
+
+
 @contextmanager
-def connect(props: dict[str, Any]) -> Iterator[Connections]:
-    target = parse_github_url(props["github_url"])
-    credential = github_auth(props)
-    shared = _shared_for(target.api_url, target.runners_path, credential)
-    with GitHubClient(target, credential) as github, KubeClient(props.get("kubeconfig")) as kube:
+def connect(endpoint: Endpoint) -> Iterator[Connections]:
+    credential = endpoint.credential()
+    shared = _shared_for(endpoint.target.api_url, endpoint.target.runners_path, credential)
+    with GitHubClient(endpoint.target, credential) as github, KubeClient(endpoint.kubeconfig) as kube:
         runners = SharedRunners(github, shared.directory, shared.runner_groups)
         yield Connections(github, runners, kube, shared.fresh_tokens)

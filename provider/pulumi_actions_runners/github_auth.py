@@ -98,15 +98,16 @@ def auth_failures(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
     )
 
 
-def github_auth(props: Mapping[str, Any]) -> str | InstallationTokens:
+def github_auth(props: Mapping[str, Any], target: GitHubTarget | None = None) -> str | InstallationTokens:
     """The credential to call GitHub with: a trimmed token, or the process's installation tokens of the App.
-    Refresh and destroy run no Check: the environment of `pulumi` is judged here by the same rules."""
+    Refresh and destroy run no Check: the environment of `pulumi` is judged here by the same rules. ``target``:
+    the parsed ``github_url``, when the caller has it."""
     if failures := auth_failures(props):
         raise InvalidCredential("; ".join(f"{prop}: {reason}" for prop, reason in failures))
     # No ambiguity is left: a token beside an App, of the same source, failed above.
     app = {k: props[k] for k in APP_INPUTS if props.get(k) is not None} or _app_environment()
     if props.get(GITHUB_TOKEN_INPUT) is None and app:
-        return app_tokens(parse_github_url(props["github_url"]), app)
+        return app_tokens(target or parse_github_url(props["github_url"]), app)
     return github_credential(props.get(GITHUB_TOKEN_INPUT))
 
 

@@ -1,17 +1,24 @@
-"""The inputs a Runner and a RunnerPool share: their rules, their checking, and the RunnerSpec they make."""
+"""The inputs a Runner and a RunnerPool share: their rules, their checking, and what a provider call converts them
+into, once, at the front door (RunnerInputs: where to connect, the runner's spec, its timeouts, its token)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from . import validation
 from .clock import Clock
+from .connections import Endpoint
 from .credentials import token_hash
 from .github_auth import APP_INPUTS, auth_failures
-from .github_url import parse_github_url
+from .github_url import GitHubTarget, parse_github_url
 from .manifests import JIT_TOKEN_HASH, TERMINATION_GRACE_SECONDS, RunnerSpec
 from .pod_template import template_failures, template_json
+from .pool import PoolTimeouts
 from .registration_tokens import FreshTokens, StartTokens, TokenMinter, expiry_seconds, validity_needed
+from .startup import StartTimeouts
+from .teardown import TeardownTimeouts
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
@@ -49,7 +56,7 @@ LATER_DEFAULTS: dict[str, Any] = {"jit_config": False, "pod_template": None, "do
 POD_GONE_MARGIN_SECONDS = 60
 
 
-def stored(props: dict[str, Any], key: str) -> Any:
+def stored(props: Mapping[str, Any], key: str) -> Any:
     return props.get(key, LATER_DEFAULTS.get(key))
 
 
@@ -139,24 +146,71 @@ def _too_many_labels(inputs: dict[str, Any]) -> str | None:
     )
 
 
-def start_tokens(props: dict[str, Any], minter: TokenMinter, fresh: FreshTokens, clock: Clock) -> StartTokens | None:
-    """What runners start with: None for just-in-time runners."""
-    if stored(props, "jit_config"):
-        return None
-    expires_at = props.get("registration_token_expires_at")
-    return StartTokens(
-        given=props["registration_token"],
-        given_expires=expiry_seconds(expires_at) if expires_at else None,
-        fresh=fresh,
-        minter=minter,
-        clock=clock,
-        needed_seconds=validity_needed(props["register_timeout_seconds"]),
-    )
+@dataclass(frozen=True)
+class RunnerInputs:
+    """A Runner's or a RunnerPool's inputs (or state) as one provider call works with them, converted once from
+    the property dict: nothing the providers call reads that dict."""
+
+    endpoint: Endpoint
+    spec: RunnerSpec  # a pool's: every runner's spec but its name
+    timeouts: PoolTimeouts
+    registration_token: str | None  # None for just-in-time runners
+    registration_token_expires_at: str | None
+
+    @classmethod
+    def of(cls, props: Mapping[str, Any], runner_name: str = "", *, pool: str = "") -> RunnerInputs:
+        endpoint = Endpoint.of(props)
+        return cls(
+            endpoint=endpoint,
+            spec=runner_spec(props, runner_name, pool=pool, target=endpoint.target),
+            timeouts=PoolTimeouts(
+                grace_period_seconds=props["grace_period_seconds"],
+                unregister_timeout_seconds=props["unregister_timeout_seconds"],
+                register_timeout_seconds=props["register_timeout_seconds"],
+                pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
+            ),
+            registration_token=None if stored(props, "jit_config") else props.get("registration_token"),
+            registration_token_expires_at=props.get("registration_token_expires_at"),
+        )
+
+    def start_tokens(self, minter: TokenMinter, fresh: FreshTokens, clock: Clock) -> StartTokens | None:
+        """What runners start with: None for just-in-time runners."""
+        if self.spec.jit_config:
+            return None
+        expires_at = self.registration_token_expires_at
+        return StartTokens(
+            given=self.registration_token,
+            given_expires=expiry_seconds(expires_at) if expires_at else None,
+            fresh=fresh,
+            minter=minter,
+            clock=clock,
+            needed_seconds=validity_needed(self.timeouts.register_timeout_seconds),
+        )
+
+    def start_timeouts(self) -> StartTimeouts:
+        t = self.timeouts
+        return StartTimeouts(
+            register_timeout_seconds=t.register_timeout_seconds,
+            unregister_timeout_seconds=t.unregister_timeout_seconds,
+            pod_gone_timeout_seconds=t.pod_gone_timeout_seconds,
+            grace_period_seconds=t.grace_period_seconds,
+        )
+
+    def teardown_timeouts(self) -> TeardownTimeouts:
+        t = self.timeouts
+        return TeardownTimeouts(
+            grace_period_seconds=t.grace_period_seconds,
+            unregister_timeout_seconds=t.unregister_timeout_seconds,
+            pod_gone_timeout_seconds=t.pod_gone_timeout_seconds,
+        )
 
 
-def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> RunnerSpec:
+def runner_spec(
+    props: Mapping[str, Any], runner_name: str, *, pool: str = "", target: GitHubTarget | None = None
+) -> RunnerSpec:
+    """``target``: the parsed ``github_url``, when the caller has it."""
     return RunnerSpec(
-        github_url=parse_github_url(props["github_url"]).url,
+        github_url=(target or parse_github_url(props["github_url"])).url,
         namespace=props["namespace"],
         runner_name=runner_name,
         labels=tuple(props.get("labels") or ()),
@@ -172,7 +226,7 @@ def runner_spec(props: dict[str, Any], runner_name: str, *, pool: str = "") -> R
     )
 
 
-def pod_gone_timeout_seconds(props: dict[str, Any]) -> float:
+def pod_gone_timeout_seconds(props: Mapping[str, Any]) -> float:
     """The pod's termination grace (the template's, else the provider's) and a margin: then it is forced."""
     grace = ((stored(props, "pod_template") or {}).get("spec") or {}).get("terminationGracePeriodSeconds")
     return float(TERMINATION_GRACE_SECONDS if grace is None else grace) + POD_GONE_MARGIN_SECONDS

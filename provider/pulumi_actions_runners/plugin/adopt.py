@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import validation
-from ..connections import connect
+from ..connections import Endpoint, connect
 from ..github_auth import auth_failures
 from ..manifests import (
     JOB_LABEL,
@@ -147,7 +147,7 @@ def _registration(location: RunnerLocation, registered: dict[str, dict[str, Any]
 
 
 def _adopt_runner(namespace: str, name: str, github_url: str) -> Adopted:
-    with connect({"github_url": github_url, "namespace": namespace}) as clients:
+    with connect(Endpoint.of({"github_url": github_url})) as clients:
         pod = clients.kube.read_pod(namespace, name)
         if pod is None:
             raise NotProvablyOurs(f"there is no pod {namespace}/{name}: nothing to adopt")
@@ -173,7 +173,7 @@ def _adopt_runner(namespace: str, name: str, github_url: str) -> Adopted:
 
 
 def _adopt_pool(namespace: str, name: str, github_url: str) -> Adopted:
-    with connect({"github_url": github_url, "namespace": namespace}) as clients:
+    with connect(Endpoint.of({"github_url": github_url})) as clients:
         pods = clients.kube.list_pods(namespace, f"{POOL_LABEL}={name}")
         if not pods:
             raise NotProvablyOurs(f"there are no pods of pool {name} in namespace {namespace}: nothing to adopt")

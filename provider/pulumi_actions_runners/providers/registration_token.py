@@ -17,10 +17,10 @@ from pulumi.dynamic import (
 )
 
 from .. import validation
+from ..connections import Endpoint
 from ..credentials import token_hash
-from ..github_auth import APP_INPUTS, auth_failures, github_auth
+from ..github_auth import APP_INPUTS, auth_failures
 from ..github_client import GitHubClient
-from ..github_url import parse_github_url
 from ..logs import log_to_stderr
 from ..redaction import scrubbed_provider
 
@@ -51,8 +51,8 @@ class RegistrationTokenProvider(ResourceProvider):
         return DiffResult(changes=bool(replaces), replaces=replaces, delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        target = parse_github_url(props["github_url"])
-        with GitHubClient(target, github_auth(props)) as github:
+        endpoint = Endpoint.of(props)
+        with GitHubClient(endpoint.target, endpoint.credential()) as github:
             grant = github.create_registration_token()
         outs = {
             **_settings(props),

@@ -18,10 +18,10 @@ from pulumi.dynamic import (
 
 from .. import validation
 from ..clock import SystemClock
-from ..connections import Connections, connect
+from ..connections import Connections, Endpoint, connect
 from ..github_client import GitHubClient
 from ..logs import log_to_stderr
-from ..manifests import RunnerSpec, owner_label
+from ..manifests import owner_label
 from ..pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
 from ..redaction import scrubbed_provider
 from ..relabel import relabel_runner
@@ -31,14 +31,12 @@ from ..runner_inputs import (
     SETTINGS,
     SPEC_FIELDS,
     UNDIFFED,
+    RunnerInputs,
     check_runner_inputs,
     input_differs,
-    pod_gone_timeout_seconds,
-    runner_spec,
-    start_tokens,
 )
-from ..startup import StartTimeouts, start_runner
-from ..teardown import RunnerLocation, TeardownTimeouts, owns, tear_down_runner
+from ..startup import start_runner
+from ..teardown import RunnerLocation, owns, tear_down_runner
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +68,10 @@ class RunnerProvider(ResourceProvider):
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        spec = runner_spec(props, props["runner_name"])
-        with connect(props) as clients:
-            runner_id = _start(spec, props, clients)
+        inputs = RunnerInputs.of(props, props["runner_name"])
+        spec = inputs.spec
+        with connect(inputs.endpoint) as clients:
+            runner_id = _start(inputs, clients)
         outs = {
             **{k: props.get(k) for k in REPLACE_ON + IN_PLACE + SETTINGS + UNDIFFED},
             "token_hash": spec.token_hash,
@@ -89,23 +88,26 @@ class RunnerProvider(ResourceProvider):
         if not any(input_differs(olds, news, k) for k in IN_PLACE):
             return UpdateResult(outs)
         outs["labels"] = news.get("labels")
-        spec = runner_spec(outs, outs["runner_name"])
-        with connect(outs) as clients:
+        token = {k: news.get(k) for k in ("registration_token", "registration_token_expires_at")}  # a start's
+        inputs = RunnerInputs.of({**outs, **token}, outs["runner_name"])
+        spec = inputs.spec
+        with connect(inputs.endpoint) as clients:
             runner_id = int(outs["runner_id"]) if outs.get("runner_id") is not None else None
             pod = clients.kube.read_pod(spec.namespace, spec.pod_name)
             why = relabel_runner(spec, runner_id, pod, clients.runners, clients.kube)
             if why is not None:
                 log.warning("runner %s is replaced rather than relabelled: %s", spec.runner_name, why)
                 tear_down_runner(
-                    _location(olds), clients.runners, clients.kube, SystemClock(), _teardown_timeouts(outs)
+                    _location(olds), clients.runners, clients.kube, SystemClock(), inputs.teardown_timeouts()
                 )
-                outs["runner_id"] = _start(spec, {**outs, **news}, clients)
+                outs["runner_id"] = _start(inputs, clients)
         outs["labels_updated"] = "in place" if why is None else f"by replacement: {why}"
         return UpdateResult(outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        with connect(props) as clients:
-            tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), _teardown_timeouts(props))
+        inputs = RunnerInputs.of(props, props["runner_name"])
+        with connect(inputs.endpoint) as clients:
+            tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), inputs.teardown_timeouts())
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The runner as it is. One whose pod has ended, is gone or is stuck (a persistent runner crash-looping
@@ -113,7 +115,7 @@ class RunnerProvider(ResourceProvider):
         with that ``pod_phase``, and ``pod_problem`` says why in the user's
         words (a deprecated runner version, say): the next up recreates it (Diff), and a destroy still takes down
         its Secret and registration."""
-        with connect(props) as clients:
+        with connect(Endpoint.of(props)) as clients:
             pod = clients.kube.read_pod(props["namespace"], props["pod_name"])
             runner = _registration(clients.github, props)
         ghost = runs_unregistered(pod, runner, datetime.now(UTC), float(props["register_timeout_seconds"]))
@@ -128,29 +130,10 @@ class RunnerProvider(ResourceProvider):
         return ReadResult(id_, outs)
 
 
-def _start(spec: RunnerSpec, props: dict[str, Any], clients: Connections) -> int:
+def _start(inputs: RunnerInputs, clients: Connections) -> int:
     clock = SystemClock()
-    return start_runner(
-        spec,
-        start_tokens(props, clients.github, clients.fresh_tokens, clock),
-        clients.runners,
-        clients.kube,
-        clock,
-        StartTimeouts(
-            register_timeout_seconds=props["register_timeout_seconds"],
-            unregister_timeout_seconds=props["unregister_timeout_seconds"],
-            pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
-            grace_period_seconds=props["grace_period_seconds"],
-        ),
-    )
-
-
-def _teardown_timeouts(props: dict[str, Any]) -> TeardownTimeouts:
-    return TeardownTimeouts(
-        grace_period_seconds=props["grace_period_seconds"],
-        unregister_timeout_seconds=props["unregister_timeout_seconds"],
-        pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
-    )
+    tokens = inputs.start_tokens(clients.github, clients.fresh_tokens, clock)
+    return start_runner(inputs.spec, tokens, clients.runners, clients.kube, clock, inputs.start_timeouts())
 
 
 def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any] | None:

@@ -34,7 +34,6 @@ from ..pool import (
     PoolResult,
     PoolRunner,
     PoolSpec,
-    PoolTimeouts,
     max_unavailable_count,
     reconcile_pool,
     tear_down_pool,
@@ -48,11 +47,10 @@ from ..runner_inputs import (
     SETTINGS,
     SPEC_FIELDS,
     UNDIFFED,
+    RunnerInputs,
     check_runner_inputs,
     input_differs,
-    pod_gone_timeout_seconds,
     runner_spec,
-    start_tokens,
 )
 from ..runner_secret import SecretNotOurs
 from ..startup import RunnerNameTaken
@@ -103,14 +101,15 @@ class RunnerPoolProvider(ResourceProvider):
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         tear_down = tear_down_refill_pool if _refills(props) else tear_down_pool
-        with connect(props) as clients:
+        inputs = _inputs(props)
+        with connect(inputs.endpoint) as clients:
             problems = tear_down(
-                _pool_spec(props),
+                _pool_spec(props, inputs),
                 _recorded(props),
                 clients.runners,
                 clients.kube,
                 SystemClock(),
-                _timeouts(props),
+                inputs.timeouts,
             )
         if problems:
             raise RuntimeError(
@@ -122,10 +121,11 @@ class RunnerPoolProvider(ResourceProvider):
         """Each runner's registration (only one that is provably its own) and pod as they are now; one that has
         neither is gone from the list. ``problems`` gain what the refresh saw: each runner that will not run a job
         again without an update, and why (a deprecated runner version, an image that cannot be pulled)."""
-        spec = _pool_spec(props)
+        inputs = _inputs(props)
+        spec = _pool_spec(props, inputs)
         if _refills(props):
-            return self._read_refilling(id_, props, spec)
-        with connect(props) as clients:
+            return self._read_refilling(id_, props, spec, inputs)
+        with connect(inputs.endpoint) as clients:
             registered = by_preferred_name(clients.github.list_runners())
             pods = {
                 pod.metadata.name: pod
@@ -155,11 +155,11 @@ class RunnerPoolProvider(ResourceProvider):
         # The last update's problems stay (the next up must finish its work); the last refresh's are replaced.
         return ReadResult(id_, {**props, "runners": runners, "problems": _with_seen(props, problems)})
 
-    def _read_refilling(self, id_: str, props: dict[str, Any], spec: PoolSpec) -> ReadResult:
+    def _read_refilling(self, id_: str, props: dict[str, Any], spec: PoolSpec, inputs: RunnerInputs) -> ReadResult:
         """The Job's runner pods as they are now, and why its slots are not being filled, if they are not."""
-        with connect(props) as clients:
+        with connect(inputs.endpoint) as clients:
             seen = observe_refill_pool(
-                spec, props.get("job"), clients.runners, clients.kube, SystemClock(), _timeouts(props)
+                spec, props.get("job"), clients.runners, clients.kube, SystemClock(), inputs.timeouts
             )
         problems = _with_seen(props, [f"{SEEN_BY_REFRESH}{problem}" for problem in seen.problems])
         return ReadResult(
@@ -211,16 +211,17 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
     """A name held by another runner fails the call (nothing was touched, so the state stays true)."""
     if _refills(props):
         return _reconcile_refilling(props, current, olds)
-    spec = _pool_spec(props)
+    inputs = _inputs(props)
+    spec = _pool_spec(props, inputs)
     result: PoolResult | None = None
     clock = SystemClock()
     problems: list[str] = []
     try:
-        with connect(props) as clients:
-            spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
+        with connect(inputs.endpoint) as clients:
+            spec = _pool_spec(props, inputs, inputs.start_tokens(clients.github, clients.fresh_tokens, clock))
             if olds is not None and _refills(olds):  # its Job first, so that nothing refills it meanwhile
-                problems = retire_jobs(spec, clients.runners, clients.kube, clock, _timeouts(props))
-            result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, _timeouts(props))
+                problems = retire_jobs(spec, clients.runners, clients.kube, clock, inputs.timeouts)
+            result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, inputs.timeouts)
     except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound):
         raise  # raised before anything was touched: the names are another's, the pod or group is refused
     except Exception as error:
@@ -236,14 +237,15 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
 def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds: dict[str, Any] | None) -> dict:
     """The pool's Job made or changed (see refill_pool.py); like a pool's, a failure after anything was touched
     is returned in ``problems``."""
-    spec = _pool_spec(props)
+    inputs = _inputs(props)
+    spec = _pool_spec(props, inputs)
     clock = SystemClock()
     token_changed = olds is not None and olds.get("token_hash") != props.get("token_hash")
     try:
-        with connect(props) as clients:
-            spec = _pool_spec(props, start_tokens(props, clients.github, clients.fresh_tokens, clock))
+        with connect(inputs.endpoint) as clients:
+            spec = _pool_spec(props, inputs, inputs.start_tokens(clients.github, clients.fresh_tokens, clock))
             result = reconcile_refill_pool(
-                spec, recorded, token_changed, clients.runners, clients.kube, clock, _timeouts(props)
+                spec, recorded, token_changed, clients.runners, clients.kube, clock, inputs.timeouts
             )
     except (PodAlreadyExists, PodRejected, SecretNotOurs):
         raise  # raised before anything was touched
@@ -304,24 +306,19 @@ def _converged(olds: dict[str, Any]) -> bool:
     )
 
 
-def _pool_spec(props: dict[str, Any], tokens: StartTokens | None = None) -> PoolSpec:
+def _inputs(props: dict[str, Any]) -> RunnerInputs:
+    return RunnerInputs.of(props, pool=props["pool_name"])
+
+
+def _pool_spec(props: dict[str, Any], inputs: RunnerInputs, tokens: StartTokens | None = None) -> PoolSpec:
     """``tokens``: what its runners start with (None for just-in-time runners, and to only take them down)."""
     replicas = int(props["replicas"])
     return PoolSpec(
         name=props["pool_name"],
-        template=runner_spec(props, "", pool=props["pool_name"]),
+        template=inputs.spec,
         replicas=replicas,
         max_unavailable=max_unavailable_count(props.get("max_unavailable"), replicas),
         tokens=tokens,
-    )
-
-
-def _timeouts(props: dict[str, Any]) -> PoolTimeouts:
-    return PoolTimeouts(
-        grace_period_seconds=props["grace_period_seconds"],
-        unregister_timeout_seconds=props["unregister_timeout_seconds"],
-        register_timeout_seconds=props["register_timeout_seconds"],
-        pod_gone_timeout_seconds=pod_gone_timeout_seconds(props),
     )
 
 
