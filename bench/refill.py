@@ -39,9 +39,9 @@ from kubernetes import client
 from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RunnerPool
-from pulumi_actions_runners.github_client import GitHubClient
-from pulumi_actions_runners.github_url import parse_github_url
-from pulumi_actions_runners.manifests import POOL_LABEL
+from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.url import parse_github_url
+from pulumi_actions_runners.kube.manifests import POOL_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "actions-runners"

@@ -30,7 +30,7 @@ from replace import pod_termination_seconds  # bench/ is the script's folder, so
 from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
-from pulumi_actions_runners.github_budget import (
+from pulumi_actions_runners.github.budget import (
     CONTENT_CREATING_PER_HOUR,
     HOUR_WINDOWS,
     POINTS_PER_WINDOW,

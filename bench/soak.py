@@ -54,7 +54,7 @@ from actions_runners_simulator.audit import audit, refilling_pools, state_runner
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
-from pulumi_actions_runners.manifests import JOB_LABEL
+from pulumi_actions_runners.kube.manifests import JOB_LABEL
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "actions-runners"

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from pulumi_actions_runners.github_client import RemoveOutcome
-from pulumi_actions_runners.kube_client import SecretMetadata
-from pulumi_actions_runners.manifests import MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, RUNNER_LABEL
+from pulumi_actions_runners.github.client import RemoveOutcome
+from pulumi_actions_runners.kube.client import SecretMetadata
+from pulumi_actions_runners.kube.manifests import MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, RUNNER_LABEL
 
 OUR_OWNER = "00000000000000aa"
 OUR_LABEL = f"pulumi-owner-{OUR_OWNER}"  # what the runners under test were made with

@@ -14,8 +14,8 @@ from kubernetes import client, config
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.simulator import Simulator
-from pulumi_actions_runners.github_client import GitHubClient
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.url import parse_github_url
 from tests.conftest import wait_until
 
 NAMESPACE = "actions-runners"

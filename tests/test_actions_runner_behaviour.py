@@ -19,8 +19,8 @@ from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.kubelet import CrashLoopBackOff
 from actions_runners_simulator.runner import SIGTERM_EXIT, RunnerTimings, SimulatedRunners, run_sh_exit
 from actions_runners_simulator.simulator import OWNER, REPOSITORY, Simulator
-from pulumi_actions_runners.manifests import INPUT, JIT_RUNNER_COMMAND, RUNNER_COMMAND
-from pulumi_actions_runners.pod_state import UNREGISTERED, why_not_running
+from pulumi_actions_runners.kube.manifests import INPUT, JIT_RUNNER_COMMAND, RUNNER_COMMAND
+from pulumi_actions_runners.kube.pod_state import UNREGISTERED, why_not_running
 from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token, outputs

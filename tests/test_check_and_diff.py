@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from pulumi.output import Unknown
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
 from pulumi_actions_runners import RegistrationToken, Runner
-from pulumi_actions_runners.credentials import token_hash
+from pulumi_actions_runners.github.credentials import token_hash
 from pulumi_actions_runners.providers.runner import RunnerProvider
-from pulumi_actions_runners.validation import Unknown
 from tests.conftest import ROOT
 from tests.programs import token_and_runners
 

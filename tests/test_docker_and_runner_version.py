@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
-from pulumi_actions_runners.manifests import DEFAULT_IMAGE, DIND_IMAGE, DOCKER_HOST
+from pulumi_actions_runners.kube.manifests import DEFAULT_IMAGE, DIND_IMAGE, DOCKER_HOST
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs
 from tests.programs import runner_and_pool, token_and_runners

@@ -15,8 +15,8 @@ from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, Mini
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
-from pulumi_actions_runners.credentials import InvalidCredential
-from pulumi_actions_runners.github_auth import github_auth
+from pulumi_actions_runners.github.auth import github_auth
+from pulumi_actions_runners.github.credentials import InvalidCredential
 from pulumi_actions_runners.redaction import REDACTED, remember, scrub
 from tests.conftest import ROOT, quick_simulator
 from tests.helpers import NAMESPACE, outputs

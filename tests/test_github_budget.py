@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from actions_runners_simulator.github_double import GitHubDouble
-from pulumi_actions_runners import github_budget
-from pulumi_actions_runners.github_budget import (
+from pulumi_actions_runners.github import budget as github_budget
+from pulumi_actions_runners.github.budget import (
     WINDOW_ENV,
     GitHubBudget,
     RateLimitWaitTooLong,
@@ -21,8 +21,8 @@ from pulumi_actions_runners.github_budget import (
     endpoint_of,
     shared_budget,
 )
-from pulumi_actions_runners.github_client import GitHubClient, GitHubRateLimited, RemoveOutcome
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.client import GitHubClient, GitHubRateLimited, RemoveOutcome
+from pulumi_actions_runners.github.url import parse_github_url
 
 CREDENTIAL = "ghp_budget_test"
 SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."

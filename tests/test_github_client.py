@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from actions_runners_simulator.github_double import GitHubDouble
-from pulumi_actions_runners.github_budget import GitHubBudget, retry_after_seconds
-from pulumi_actions_runners.github_client import (
+from pulumi_actions_runners.github.budget import GitHubBudget, retry_after_seconds
+from pulumi_actions_runners.github.client import (
     GitHubClient,
     GitHubError,
     GitHubRateLimited,
@@ -18,7 +18,7 @@ from pulumi_actions_runners.github_client import (
     RemoveOutcome,
     RunnerNameTaken,
 )
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.url import parse_github_url
 
 CREDENTIAL = "ghp_test"
 

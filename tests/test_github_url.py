@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.url import parse_github_url
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,8 @@ from actions_runners_simulator.kube_apiserver import (
 )
 from actions_runners_simulator.runner import INPUT, SIGTERM_EXIT, RunnerTimings, SimulatedRunners
 from actions_runners_simulator.simulator import Simulator
-from pulumi_actions_runners.kube_client import MERGE_PATCH, KubeClient, PodRejected
-from pulumi_actions_runners.manifests import RUNNER_COMMAND
+from pulumi_actions_runners.kube.client import MERGE_PATCH, KubeClient, PodRejected
+from pulumi_actions_runners.kube.manifests import RUNNER_COMMAND
 from tests.conftest import ROOT, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token

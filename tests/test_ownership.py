@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
-from pulumi_actions_runners.github_client import GitHubClient
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.url import parse_github_url
 from pulumi_actions_runners.providers.runner_pool import RunnerPoolProvider
 from tests.conftest import ROOT
 from tests.helpers import NAMESPACE, core_api, expiry_of, new_token, outputs, owner_label, sha256

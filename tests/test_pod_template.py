@@ -15,7 +15,7 @@ from pulumi_kubernetes.meta import v1 as meta
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
 from pulumi_actions_runners import Runner
-from pulumi_actions_runners.manifests import EVICTION_SAFETY, SPEC_HASH_ANNOTATION
+from pulumi_actions_runners.kube.manifests import EVICTION_SAFETY, SPEC_HASH_ANNOTATION
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs
 from tests.programs import jit_runner, runner_and_pool, token_and_pool, token_and_runners

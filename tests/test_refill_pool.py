@@ -11,7 +11,7 @@ from kubernetes import client
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
 from actions_runners_simulator.simulator import Simulator
-from pulumi_actions_runners.manifests import JOB_LABEL, POOL_LABEL
+from pulumi_actions_runners.kube.manifests import JOB_LABEL, POOL_LABEL
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs
 from tests.programs import token_and_pool

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from actions_runners_simulator.github_double import GitHubDouble
-from pulumi_actions_runners import registrations
-from pulumi_actions_runners.connections import SharedRunners
-from pulumi_actions_runners.github_budget import GitHubBudget
-from pulumi_actions_runners.github_client import GitHubClient
-from pulumi_actions_runners.github_url import parse_github_url
-from pulumi_actions_runners.registrations import RunnerDirectory
+from pulumi_actions_runners.github import registrations
+from pulumi_actions_runners.github.budget import GitHubBudget
+from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.registrations import RunnerDirectory
+from pulumi_actions_runners.github.url import parse_github_url
+from pulumi_actions_runners.inputs.connections import SharedRunners
 
 CREDENTIAL = "ghp_registrations"
 FRESH = 1.5  # seconds: how old a listing the waiters of the tail tests accept

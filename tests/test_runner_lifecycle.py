@@ -12,8 +12,8 @@ import json
 import pytest
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
-from pulumi_actions_runners.github_client import GitHubClient
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.url import parse_github_url
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, core_api, events_for, new_token, outputs, owner_label, secret_token, sha256
 from tests.programs import credentials_from_environment, jit_runner, runner_with_token, token_and_runners
@@ -284,8 +284,8 @@ def test_a_runner_that_cannot_register_fails_create_and_leaves_nothing_behind(si
 
 
 def _remove_registration(sim, runner_id: int) -> None:
-    from pulumi_actions_runners.github_client import GitHubClient
-    from pulumi_actions_runners.github_url import parse_github_url
+    from pulumi_actions_runners.github.client import GitHubClient
+    from pulumi_actions_runners.github.url import parse_github_url
 
     with GitHubClient(parse_github_url(sim.repo_url), sim.credential) as github:
         github.remove_runner(runner_id)

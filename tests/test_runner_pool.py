@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
-from pulumi_actions_runners.kube_client import KubeClient
-from pulumi_actions_runners.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
+from pulumi_actions_runners.kube.client import KubeClient
+from pulumi_actions_runners.kube.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs, owner_id, sha256, up_killed_when
 from tests.programs import token_and_pool
@@ -324,7 +324,7 @@ def test_persistent_runners_are_swept_when_the_pool_turns_just_in_time(sim) -> N
 
 
 def test_a_just_in_time_pool_larger_than_an_hour_allows_says_how_long_it_takes(caplog, monkeypatch) -> None:
-    from pulumi_actions_runners import pool
+    from pulumi_actions_runners.lifecycle import pool
 
     monkeypatch.delenv("ACTIONS_RUNNERS_GITHUB_RATE_WINDOW_SECONDS", raising=False)  # GitHub's own minute
     template = RunnerSpec("https://github.com/o/r", NAMESPACE, "", (), True, DEFAULT_IMAGE, "jit", jit_config=True)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
-from pulumi_actions_runners.kube_client import METADATA_LIST_ONLY, METADATA_ONLY, KubeClient
+from pulumi_actions_runners.kube.client import METADATA_LIST_ONLY, METADATA_ONLY, KubeClient
 from tests.conftest import ROOT
 from tests.helpers import NAMESPACE, core_api, new_token, outputs
 from tests.programs import jit_runner, token_and_pool, token_and_runners

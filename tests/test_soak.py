@@ -8,8 +8,8 @@ import sys
 
 from actions_runners_simulator.audit import audit, state_runners
 from actions_runners_simulator.engine import MiniEngine
-from pulumi_actions_runners.github_client import GitHubClient
-from pulumi_actions_runners.github_url import parse_github_url
+from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.url import parse_github_url
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, core_api, new_token
 from tests.programs import token_and_pool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulumi_actions_runners.teardown import (
+from pulumi_actions_runners.lifecycle.teardown import (
     RegistrationNotProvablyOurs,
     RunnerLocation,
     RunnerStillBusy,

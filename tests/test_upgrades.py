@@ -23,7 +23,7 @@ from kubernetes import client
 
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
-from pulumi_actions_runners.runner_inputs import LATER_DEFAULTS, runner_spec
+from pulumi_actions_runners.inputs.runner import LATER_DEFAULTS, runner_spec
 from tests.conftest import wait_until
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "upgrades"

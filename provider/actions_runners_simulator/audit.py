@@ -13,15 +13,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pulumi_actions_runners.manifests import (
+from pulumi_actions_runners.inputs.runner import runner_spec
+from pulumi_actions_runners.kube.manifests import (
     JOB_LABEL,
     MANAGED_BY,
     POOL_LABEL,
     SPEC_HASH_ANNOTATION,
     TOKEN_HASH_ANNOTATION,
 )
-from pulumi_actions_runners.refill_manifests import secret_name
-from pulumi_actions_runners.runner_inputs import runner_spec
+from pulumi_actions_runners.kube.refill_manifests import secret_name
 
 from .simulator import Simulator
 

@@ -24,7 +24,7 @@ import requests
 from kubernetes import client, config
 
 from pulumi_actions_runners import __version__
-from pulumi_actions_runners.manifests import RUNNER_LABEL
+from pulumi_actions_runners.kube.manifests import RUNNER_LABEL
 
 from .simulator import program_credentials
 from .tools import TOOLS, YAML_HOST_VERSION, tool_dirs

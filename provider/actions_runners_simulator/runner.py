@@ -58,7 +58,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from pulumi_actions_runners.manifests import DOCKER_HOST, DOCKER_WAIT_SECONDS, VERSION_DEPRECATED_EXIT_CODE
+from pulumi_actions_runners.kube.manifests import DOCKER_HOST, DOCKER_WAIT_SECONDS, VERSION_DEPRECATED_EXIT_CODE
 
 from .github_double import GitHubDouble, RegistrationRefused, SessionOutcome
 from .kubelet import PodProcess

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import requests
 
-from pulumi_actions_runners.github_budget import WINDOW_ENV
+from pulumi_actions_runners.github.budget import WINDOW_ENV
 
 from .cluster import SimulatedCluster
 from .github_apps import new_private_key

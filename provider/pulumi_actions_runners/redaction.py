@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .credentials import GITHUB_APP_PRIVATE_KEY_ENV, GITHUB_TOKEN_ENV, trimmed_credential_inputs
-from .kube_client import describe
+from .github.credentials import GITHUB_APP_PRIVATE_KEY_ENV, GITHUB_TOKEN_ENV, trimmed_credential_inputs
+from .kube.client import describe
 
 REDACTED = "[redacted]"
 # Shorter values are no credential, and scrubbing them would mangle ordinary words of a message.

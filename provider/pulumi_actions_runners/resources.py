@@ -10,8 +10,8 @@ import pulumi
 from pulumi import Input, Output, ResourceOptions
 from pulumi.dynamic import Resource
 
-from . import names
-from .manifests import DEFAULT_IMAGE
+from .inputs import names
+from .kube.manifests import DEFAULT_IMAGE
 from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider

@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import validation
-from ..connections import Endpoint, connect
-from ..github_auth import auth_failures
-from ..manifests import (
+from ..github.auth import auth_failures
+from ..github.registrations import by_preferred_name
+from ..inputs import validation
+from ..inputs.connections import Endpoint, connect
+from ..inputs.runner import SETTINGS, SPEC_FIELDS, runner_spec
+from ..kube.manifests import (
     JOB_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -30,10 +32,9 @@ from ..manifests import (
     TOKEN_HASH_ANNOTATION,
     owner_label,
 )
-from ..pool import runner_index
-from ..registrations import by_preferred_name
-from ..runner_inputs import SETTINGS, SPEC_FIELDS, runner_spec
-from ..teardown import RunnerLocation, owns
+from ..lifecycle.pool import runner_index
+from ..lifecycle.teardown import RunnerLocation, owns
+from ..unknowns import holds_unknown
 from .properties import BY_TOKEN, PACKAGE
 
 ADOPTED = "adopted"  # in an adopted state's outputs, until an update writes the program's inputs
@@ -64,7 +65,7 @@ def adopt(kind: str, import_id: str) -> Adopted:
 def proven_inputs(olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
     """An adopted state, with the program's spec where its pods' hashes prove it the same: then only settings
     (a grace period, a credential) may differ, and an update records them without touching a runner."""
-    if not olds.get(ADOPTED) or validation.holds_unknown(news.get("spec_hash")):
+    if not olds.get(ADOPTED) or holds_unknown(news.get("spec_hash")):
         return olds
     if olds.get("spec_hash") is None or olds.get("spec_hash") != news.get("spec_hash"):
         return olds  # not proven: the spec's inputs stay absent, so the runners are rotated
@@ -84,7 +85,7 @@ def with_spec_hash(kind: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """A Runner's checked inputs with the hash of what its pod is made of (a pool's Check adds it already)."""
     if kind != "Runner" or "spec_hash" in inputs:
         return inputs
-    if any(validation.holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "runner_name")):
+    if any(holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "runner_name")):
         return inputs
     try:
         return {**inputs, "spec_hash": runner_spec(inputs, inputs["runner_name"]).spec_hash}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..manifests import DEFAULT_IMAGE
+from ..kube.manifests import DEFAULT_IMAGE
 
 PACKAGE = "actions-runners"
 ANY = {"$ref": "pulumi.json#/Any"}

@@ -24,7 +24,8 @@ from pulumi.runtime import proto, rpc
 from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
 from pulumi.runtime.proto import provider_pb2_grpc
 
-from .. import __version__, names
+from .. import __version__
+from ..inputs import names
 from ..providers.registration_token import RegistrationTokenProvider
 from ..providers.runner import RunnerProvider
 from ..providers.runner_pool import RunnerPoolProvider

@@ -16,13 +16,14 @@ from pulumi.dynamic import (
     ResourceProvider,
 )
 
-from .. import validation
-from ..connections import Endpoint
-from ..credentials import token_hash
-from ..github_auth import APP_INPUTS, auth_failures
-from ..github_client import GitHubClient
+from ..github.auth import APP_INPUTS, auth_failures
+from ..github.client import GitHubClient
+from ..github.credentials import token_hash
+from ..inputs import validation
+from ..inputs.connections import Endpoint
 from ..logs import log_to_stderr
 from ..redaction import scrubbed_provider
+from ..unknowns import is_unknown
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
@@ -43,7 +44,7 @@ class RegistrationTokenProvider(ResourceProvider):
         """Replace only when the token nears expiry (or its scope changes): no churn on an ordinary up."""
         replaces = ["github_url"] if validation.differs(olds.get("github_url"), news.get("github_url")) else []
         refresh_before = news.get("refresh_before_seconds")
-        if validation.is_unknown(refresh_before) or _expires_within(olds["expires_at"], refresh_before):
+        if is_unknown(refresh_before) or _expires_within(olds["expires_at"], refresh_before):
             replaces.append("expires_at")
         # Nothing else is worth an update: the settings act only through Diff and Create, which read them from the
         # new inputs. An update would make the token unknown in preview (the SDK's dynamic provider server passes

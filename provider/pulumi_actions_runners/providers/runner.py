@@ -16,16 +16,11 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from .. import validation
 from ..clock import SystemClock
-from ..connections import Connections, Endpoint, connect
-from ..github_client import GitHubClient
-from ..logs import log_to_stderr
-from ..manifests import owner_label
-from ..pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
-from ..redaction import scrubbed_provider
-from ..relabel import relabel_runner
-from ..runner_inputs import (
+from ..github.client import GitHubClient
+from ..inputs import validation
+from ..inputs.connections import Connections, Endpoint, connect
+from ..inputs.runner import (
     LATER_DEFAULTS,
     RULES,
     SETTINGS,
@@ -35,8 +30,13 @@ from ..runner_inputs import (
     check_runner_inputs,
     input_differs,
 )
-from ..startup import start_runner
-from ..teardown import RunnerLocation, owns, tear_down_runner
+from ..kube.manifests import owner_label
+from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
+from ..lifecycle.relabel import relabel_runner
+from ..lifecycle.startup import start_runner
+from ..lifecycle.teardown import RunnerLocation, owns, tear_down_runner
+from ..logs import log_to_stderr
+from ..redaction import scrubbed_provider
 
 log = logging.getLogger(__name__)
 

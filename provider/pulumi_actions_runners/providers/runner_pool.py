@@ -22,27 +22,13 @@ from pulumi.dynamic import (
 )
 from pulumi.output import Unknown
 
-from .. import validation
 from ..clock import SystemClock
-from ..connections import connect
-from ..github_client import RunnerGroupNotFound
-from ..kube_client import PodAlreadyExists, PodRejected, describe
-from ..logs import log_to_stderr
-from ..manifests import POOL_LABEL
-from ..pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
-from ..pool import (
-    PoolResult,
-    PoolRunner,
-    PoolSpec,
-    max_unavailable_count,
-    reconcile_pool,
-    tear_down_pool,
-)
-from ..redaction import scrub_all, scrubbed_provider
-from ..refill_pool import observe_refill_pool, reconcile_refill_pool, retire_jobs, tear_down_refill_pool
-from ..registration_tokens import StartTokens
-from ..registrations import by_preferred_name
-from ..runner_inputs import (
+from ..github.client import RunnerGroupNotFound
+from ..github.registration_tokens import StartTokens
+from ..github.registrations import by_preferred_name
+from ..inputs import validation
+from ..inputs.connections import connect
+from ..inputs.runner import (
     RULES,
     SETTINGS,
     SPEC_FIELDS,
@@ -52,9 +38,24 @@ from ..runner_inputs import (
     input_differs,
     runner_spec,
 )
-from ..runner_secret import SecretNotOurs
-from ..startup import RunnerNameTaken
-from ..teardown import RunnerLocation, owns
+from ..kube.client import PodAlreadyExists, PodRejected, describe
+from ..kube.manifests import POOL_LABEL
+from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
+from ..kube.runner_secret import SecretNotOurs
+from ..lifecycle.pool import (
+    PoolResult,
+    PoolRunner,
+    PoolSpec,
+    max_unavailable_count,
+    reconcile_pool,
+    tear_down_pool,
+)
+from ..lifecycle.refill_pool import observe_refill_pool, reconcile_refill_pool, retire_jobs, tear_down_refill_pool
+from ..lifecycle.startup import RunnerNameTaken
+from ..lifecycle.teardown import RunnerLocation, owns
+from ..logs import log_to_stderr
+from ..redaction import scrub_all, scrubbed_provider
+from ..unknowns import holds_unknown
 
 POOL_RULES: dict[str, validation.Rule] = {
     **RULES,
@@ -279,7 +280,7 @@ def _spec_hashes(inputs: dict[str, Any]) -> dict[str, Any]:
     """The hashes the pool judges its runners by (PoolSpec.up_to_date, relabels), as inputs: the preview report
     sees a secret image or pod template only as [secret], but can compare these with each runner's recorded
     ones. They tell no more than those recorded hashes do already. Unknown while a spec input is."""
-    if any(validation.holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "namespace", "pool_name")):
+    if any(holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "namespace", "pool_name")):
         return {"spec_hash": Unknown(), "shape_hash": Unknown()}
     template = runner_spec(inputs, "", pool=inputs["pool_name"])
     return {"spec_hash": template.spec_hash, "shape_hash": template.shape_hash}

@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from ..github_auth import github_auth
-from ..github_client import GitHubClient
-from ..github_url import parse_github_url
+from ..github.auth import github_auth
+from ..github.client import GitHubClient
+from ..github.url import parse_github_url
 from .phrase import Phrase, Value
 from .plan import ResourceChange
 from .summary import Report

@@ -15,11 +15,11 @@ from typing import Any
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
+from ..inputs.runner import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
+from ..kube.pod_state import ENDED_PHASES
+from ..lifecycle.pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
 from ..plugin.properties import PACKAGE, core_names
-from ..pod_state import ENDED_PHASES
-from ..pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
-from ..runner_inputs import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
-from ..validation import holds_unknown
+from ..unknowns import holds_unknown
 from .phrase import Phrase, Value, joined
 
 TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"

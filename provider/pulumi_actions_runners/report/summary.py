@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..github_budget import GITHUB_WINDOW_SECONDS, content_creating_seconds, endpoint_writes_seconds
+from ..github.budget import GITHUB_WINDOW_SECONDS, content_creating_seconds, endpoint_writes_seconds
 from .phrase import Phrase, Value, joined
 from .plan import RUNNER, TOKEN, GitHubWrites, ResourceChange, plan_changes, runners_phrase
 from .upcoming import renewals_due

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from .clock import Clock
-from .github_client import RegistrationGrant
+from ..clock import Clock
+from .client import RegistrationGrant
 
 log = logging.getLogger(__name__)
 

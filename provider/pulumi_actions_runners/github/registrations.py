@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Protocol
 
-from .github_client import PAGE_SIZE, preferred
+from .client import PAGE_SIZE, preferred
 
 RECENT_ASKERS_SECONDS = 5.0
 # Callers that first asked this recently count as waiting even once answered: in a burst of new waiters (a

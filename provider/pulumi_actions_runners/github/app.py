@@ -23,8 +23,8 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .github_url import GitHubTarget
-from .redaction import remember
+from ..redaction import remember
+from .url import GitHubTarget
 
 log = logging.getLogger(__name__)
 

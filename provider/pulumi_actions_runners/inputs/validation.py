@@ -11,27 +11,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pulumi.output import Unknown
-
-from .github_url import parse_github_url
+from ..github.url import parse_github_url
+from ..unknowns import is_unknown
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_LABEL_RULE = "1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
 MAX_LABELS = 100
 
 Rule = Callable[[Any], "str | None"]
-
-
-def is_unknown(value: Any) -> bool:
-    return isinstance(value, Unknown)
-
-
-def holds_unknown(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(map(holds_unknown, value.values()))
-    if isinstance(value, (list, tuple)):
-        return any(map(holds_unknown, value))
-    return is_unknown(value)
 
 
 def differs(old: Any, new: Any) -> bool:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .manifests import INPUT, LABELS_KEY, SPEC_HASH_ANNOTATION, RunnerSpec, labels_value
+from ..kube.manifests import INPUT, LABELS_KEY, SPEC_HASH_ANNOTATION, RunnerSpec, labels_value
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from ..redaction import remember
+from ..unknowns import is_unknown
+from .app import GitHubApp, InstallationTokens, installation_tokens
 from .credentials import (
     CREDENTIAL_RULE,
     GITHUB_TOKEN_ENV,
@@ -26,10 +29,7 @@ from .credentials import (
     credential_problem,
     github_credential,
 )
-from .github_app import GitHubApp, InstallationTokens, installation_tokens
-from .github_url import GitHubTarget, parse_github_url
-from .redaction import remember
-from .validation import is_unknown
+from .url import GitHubTarget, parse_github_url
 
 APP_ID, INSTALLATION_ID, PRIVATE_KEY = "github_app_id", "github_app_installation_id", "github_app_private_key"
 APP_INPUTS = (APP_ID, INSTALLATION_ID, PRIVATE_KEY)

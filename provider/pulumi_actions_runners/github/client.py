@@ -20,10 +20,10 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from .github_app import InstallationTokens
-from .github_budget import MAX_IN_FLIGHT, GitHubBudget, RateLimitWaitTooLong, shared_budget
-from .github_url import GitHubTarget
-from .redaction import remember
+from ..redaction import remember
+from .app import InstallationTokens
+from .budget import MAX_IN_FLIGHT, GitHubBudget, RateLimitWaitTooLong, shared_budget
+from .url import GitHubTarget
 
 log = logging.getLogger(__name__)
 

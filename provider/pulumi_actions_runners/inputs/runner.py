@@ -7,18 +7,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..clock import Clock
+from ..github.auth import APP_INPUTS, auth_failures
+from ..github.credentials import token_hash
+from ..github.registration_tokens import FreshTokens, StartTokens, TokenMinter, expiry_seconds, validity_needed
+from ..github.url import GitHubTarget, parse_github_url
+from ..kube.manifests import JIT_TOKEN_HASH, TERMINATION_GRACE_SECONDS, RunnerSpec
+from ..kube.pod_template import template_failures, template_json
+from ..lifecycle.pool import PoolTimeouts
+from ..lifecycle.startup import StartTimeouts
+from ..lifecycle.teardown import TeardownTimeouts
+from ..unknowns import holds_unknown, is_unknown
 from . import validation
-from .clock import Clock
 from .connections import Endpoint
-from .credentials import token_hash
-from .github_auth import APP_INPUTS, auth_failures
-from .github_url import GitHubTarget, parse_github_url
-from .manifests import JIT_TOKEN_HASH, TERMINATION_GRACE_SECONDS, RunnerSpec
-from .pod_template import template_failures, template_json
-from .pool import PoolTimeouts
-from .registration_tokens import FreshTokens, StartTokens, TokenMinter, expiry_seconds, validity_needed
-from .startup import StartTimeouts
-from .teardown import TeardownTimeouts
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
@@ -64,7 +65,7 @@ def input_differs(olds: dict[str, Any], news: dict[str, Any], key: str) -> bool:
     """For Diff. A pod template counts by what it makes, not how it is written: key order, a quantity's 2
     against "2", an empty template against none."""
     old, new = stored(olds, key), news.get(key)
-    if key == "pod_template" and not validation.holds_unknown(new):
+    if key == "pod_template" and not holds_unknown(new):
         return template_json(old) != template_json(new)
     return validation.differs(old, new)
 
@@ -85,7 +86,7 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
     jit, token = inputs.get("jit_config"), inputs.get("registration_token")
     if not any(prop == "labels" for prop, _ in failures) and (reason := _too_many_labels(inputs)):
         failures.append(("labels", reason))
-    if validation.is_unknown(jit):
+    if is_unknown(jit):
         inputs["token_hash"] = jit
     elif jit is True:
         if inputs.get("ephemeral") is False:
@@ -105,7 +106,7 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
                 )
             )
         inputs["token_hash"] = JIT_TOKEN_HASH
-    elif validation.is_unknown(token):
+    elif is_unknown(token):
         inputs["token_hash"] = token  # so that `pulumi preview --diff` names it: unknown until the new token is
     elif token is None:
         failures.append(
@@ -121,7 +122,7 @@ def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule])
 def _group_out_of_scope(inputs: dict[str, Any]) -> str | None:
     """Runner groups are an organization's or an enterprise's: a repository's runners are all in Default."""
     group, url = inputs.get("runner_group"), inputs.get("github_url")
-    if group in (None, "Default") or validation.is_unknown(group) or validation.github_url(url) is not None:
+    if group in (None, "Default") or is_unknown(group) or validation.github_url(url) is not None:
         return None
     if parse_github_url(url).scope.startswith("repos/"):
         return (
@@ -135,7 +136,7 @@ def _too_many_labels(inputs: dict[str, Any]) -> str | None:
     """GitHub takes at most 100 labels a runner: the ownership label, and for a just-in-time runner
     "self-hosted", count too."""
     labels, jit = inputs.get("labels") or [], inputs.get("jit_config")
-    if validation.is_unknown(labels) or validation.is_unknown(jit) or any(map(validation.is_unknown, labels)):
+    if is_unknown(labels) or is_unknown(jit) or any(map(is_unknown, labels)):
         return None
     added = ["the ownership label"] + (['"self-hosted"'] if jit is True and "self-hosted" not in labels else [])
     if len(set(labels)) + len(added) <= validation.MAX_LABELS:
@@ -234,6 +235,6 @@ def pod_gone_timeout_seconds(props: Mapping[str, Any]) -> float:
 
 def _normalized_labels(labels: list[Any] | tuple[Any, ...]) -> list[Any]:
     """Labels are a set to GitHub: sort known ones so that reordering them does not recreate runners."""
-    if any(validation.is_unknown(label) for label in labels):
+    if any(is_unknown(label) for label in labels):
         return list(labels)
     return sorted(set(labels))

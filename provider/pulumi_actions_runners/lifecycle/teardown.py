@@ -37,12 +37,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .clock import Clock
-from .github_client import RemoveOutcome
-from .logs import ROUTINE
-from .manifests import OWNER_LABEL_PREFIX, RunnerSpec, owner_label
-from .pod_state import pod_finished, runner_running
-from .runner_secret import SecretApi, delete_runner_secret
+from ..clock import Clock
+from ..github.client import RemoveOutcome
+from ..kube.manifests import OWNER_LABEL_PREFIX, RunnerSpec, owner_label
+from ..kube.pod_state import pod_finished, runner_running
+from ..kube.runner_secret import SecretApi, delete_runner_secret
+from ..logs import ROUTINE
 
 log = logging.getLogger(__name__)
 

@@ -40,14 +40,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from .clock import Clock
-from .github_budget import content_creating_seconds
-from .kube_client import PodAlreadyExists, SecretMetadata, describe
-from .logs import POOL_THREAD_PREFIX, STATUS
-from .manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
-from .pod_state import UNREGISTERED, pod_finished, pod_live
-from .registration_tokens import StartTokens
-from .registrations import by_preferred_name
+from ..clock import Clock
+from ..github.budget import content_creating_seconds
+from ..github.registration_tokens import StartTokens
+from ..github.registrations import by_preferred_name
+from ..kube.client import PodAlreadyExists, SecretMetadata, describe
+from ..kube.manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
+from ..kube.pod_state import UNREGISTERED, pod_finished, pod_live
+from ..logs import POOL_THREAD_PREFIX, STATUS
 from .relabel import PodRelabeler, Relabeler, relabel_runner
 from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, made_as_specified, start_runner
 from .teardown import (

@@ -13,14 +13,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .credentials import GITHUB_TOKEN_INPUT
-from .github_app import InstallationTokens
-from .github_auth import APP_INPUTS, github_auth
-from .github_client import DEFAULT_RUNNER_GROUP_ID, GitHubClient, JitConfig, RemoveOutcome, RunnerGroupNotFound
-from .github_url import GitHubTarget, parse_github_url
-from .kube_client import KubeClient
-from .registration_tokens import FreshTokens
-from .registrations import RunnerDirectory
+from ..github.app import InstallationTokens
+from ..github.auth import APP_INPUTS, github_auth
+from ..github.client import DEFAULT_RUNNER_GROUP_ID, GitHubClient, JitConfig, RemoveOutcome, RunnerGroupNotFound
+from ..github.credentials import GITHUB_TOKEN_INPUT
+from ..github.registration_tokens import FreshTokens
+from ..github.registrations import RunnerDirectory
+from ..github.url import GitHubTarget, parse_github_url
+from ..kube.client import KubeClient
 
 
 class SharedRunners:

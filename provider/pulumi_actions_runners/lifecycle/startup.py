@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
-from .clock import Clock
-from .github_client import DEFAULT_RUNNER_GROUP_ID, JitConfig
-from .github_client import RunnerNameTaken as GitHubNameTaken
-from .kube_client import PodAlreadyExists
-from .logs import ROUTINE
-from .manifests import (
+from ..clock import Clock
+from ..github.client import DEFAULT_RUNNER_GROUP_ID, JitConfig
+from ..github.client import RunnerNameTaken as GitHubNameTaken
+from ..github.registration_tokens import StartTokens
+from ..kube.client import PodAlreadyExists
+from ..kube.manifests import (
     OWNER_LABEL,
     POOL_LABEL,
     RUNNER_LABEL,
@@ -34,9 +34,9 @@ from .manifests import (
     made_by,
     pod_manifest,
 )
-from .pod_state import pod_finished, pod_live, pod_stuck, why_not_running
-from .registration_tokens import StartTokens
-from .runner_secret import SecretApi, write_runner_secret
+from ..kube.pod_state import pod_finished, pod_live, pod_stuck, why_not_running
+from ..kube.runner_secret import SecretApi, write_runner_secret
+from ..logs import ROUTINE
 from .teardown import (
     PodApi,
     RunnerLocation,

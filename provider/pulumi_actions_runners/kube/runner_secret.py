@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from .kube_client import SecretMetadata
+from .client import SecretMetadata
 from .manifests import MANAGED_BY, MANAGED_BY_LABEL, OWNER_LABEL, POOL_LABEL, RUNNER_LABEL, RunnerSpec, secret_manifest
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from typing import Any
 
 from kubernetes.client import models
 
-from .validation import is_unknown
+from ..unknowns import is_unknown
 
 PROP = "pod_template"
 RUNNER = "runner"

@@ -41,11 +41,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .clock import Clock
-from .github_client import RemoveOutcome
-from .kube_client import PodAlreadyExists, SecretMetadata, describe
-from .manifests import JOB_LABEL, POOL_LABEL, RUNNER_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
-from .pod_state import (
+from ..clock import Clock
+from ..github.client import RemoveOutcome
+from ..github.registration_tokens import MAX_VALIDITY_NEEDED_SECONDS
+from ..github.registrations import by_preferred_name
+from ..kube.client import PodAlreadyExists, SecretMetadata, describe
+from ..kube.manifests import JOB_LABEL, POOL_LABEL, RUNNER_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
+from ..kube.pod_state import (
     pod_finished,
     pod_live,
     pod_problem,
@@ -56,17 +58,15 @@ from .pod_state import (
     runs_unregistered,
     why_not_running,
 )
-from .pool import PoolRunner, PoolSpec, PoolTimeouts, concurrently
-from .refill_manifests import (
+from ..kube.refill_manifests import (
     generation_of,
     job_manifest,
     job_name,
     refill_secret_manifest,
     secret_name,
 )
-from .registration_tokens import MAX_VALIDITY_NEEDED_SECONDS
-from .registrations import by_preferred_name
-from .runner_secret import SecretNotOurs
+from ..kube.runner_secret import SecretNotOurs
+from .pool import PoolRunner, PoolSpec, PoolTimeouts, concurrently
 from .teardown import (
     BUSY_POLL_MAX_SECONDS,
     NO_LIMIT,
