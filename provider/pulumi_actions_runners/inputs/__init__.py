@@ -1,0 +1,2 @@
+"""What a front door converts its property dict into, once: Check's rules, the typed inputs of a call (RunnerInputs,
+Endpoint), default names and ownership ids."""
