@@ -148,17 +148,20 @@ def test_import_adopts_a_pool_and_a_runner_and_the_next_up_changes_nothing(
             lost.run("import", "actions-runners:index:Runner", "lone", f"{NAMESPACE}/lone@{sim.repo_url}", "--yes")
             preview = json.loads(lost.run("preview", "--json").stdout)
             ops = {s["urn"].rsplit("::", 1)[-1]: s["op"] for s in preview["steps"]}
-            # What an import cannot read back are settings (here a grace period): recorded by an update that
-            # touches no runner. The spec and token the pods' hashes prove the program's.
-            assert ops == {"actions-runners-yaml-import-made": "same", "pool": "update", "lone": "update"}, ops
+            # The spec and token the pods' hashes prove the program's; the settings (here a grace period) an
+            # import cannot read back are the program's from now on: nothing to change.
+            assert ops == {"actions-runners-yaml-import-made": "same", "pool": "same", "lone": "same"}, ops
             writes = len([c for c in sim.github.calls() if c["method"] != "GET"])
-            lost.run("up", "--yes")
+            assert "3 unchanged" in lost.run("up", "--yes").stdout
             assert len([c for c in sim.github.calls() if c["method"] != "GET"]) == writes
             assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in sim.kube.pods(NAMESPACE)} == pods_before
-            assert "3 unchanged" in lost.run("up", "--yes").stdout
 
-            # What it adopted it takes down, the safe way.
+            # What it adopted it takes down, the safe way, with the program's grace period (0.3 s, not 30 s).
+            lone_id = next(r["id"] for r in sim.github.runners() if r["name"] == "lone")
             lost.run("destroy", "--yes")
+            [removed] = [c["at"] for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{lone_id}")]
+            deleted = events_for(sim, "lone", "pod_terminating")[0]["at"]
+            assert removed + 0.3 <= deleted < removed + 10, (removed, deleted)  # not the default's 30 s
             assert sim.github.runners() == [] and sim.kube.pods(NAMESPACE) == []
 
 

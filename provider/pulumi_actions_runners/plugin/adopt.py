@@ -62,23 +62,35 @@ def adopt(kind: str, import_id: str) -> Adopted:
     )
 
 
-def proven_inputs(olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
-    """An adopted state, with the program's spec where its pods' hashes prove it the same: then only settings
-    (a grace period, a credential) may differ, and an update records them without touching a runner."""
+def proven_inputs(kind: str, olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
+    """An adopted state, as the program asks for where that changes no runner: its settings (a grace period, a
+    credential; a pool's max_unavailable), which act only through the calls that read them (with the inputs the
+    engine keeps, see with_settings), and its spec where the pods' hashes prove it the same."""
     if not olds.get(ADOPTED) or holds_unknown(news.get("spec_hash")):
         return olds
+    olds = with_settings(kind, olds, news)
     if olds.get("spec_hash") is None or olds.get("spec_hash") != news.get("spec_hash"):
         return olds  # not proven: the spec's inputs stay absent, so the runners are rotated
     return {**{k: v for k, v in olds.items() if k != ADOPTED}, **{k: news.get(k) for k in SPEC_FIELDS}}
 
 
-def for_teardown(kind: str, props: dict[str, Any]) -> dict[str, Any]:
-    """An adopted state that no update has completed yet: the spec's defaults where it has nothing, for what a
-    teardown reads of it (each runner's own recorded ephemerality wins)."""
+def with_settings(kind: str, props: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """An adopted state with the settings of the inputs the engine keeps for it (a Delete's or a refresh's old
+    inputs: the program's, as the last update recorded them), where it has them; else the defaults it was
+    adopted with."""
+    if not props.get(ADOPTED):
+        return props
+    settings = (*SETTINGS, *(("max_unavailable",) if kind == "RunnerPool" else ()))
+    return {**props, **{k: inputs[k] for k in settings if inputs.get(k) is not None}}
+
+
+def for_teardown(kind: str, props: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """An adopted state that no update has completed yet: its settings from the old inputs, and the spec's
+    defaults where it has nothing, for what a teardown reads of it (each runner's recorded ephemerality wins)."""
     if not props.get(ADOPTED):
         return props
     defaults = {p.name: p.default for p in BY_TOKEN[f"{PACKAGE}:index:{kind}"].inputs if p.default is not None}
-    return {**defaults, **{k: v for k, v in props.items() if v is not None}}
+    return with_settings(kind, {**defaults, **{k: v for k, v in props.items() if v is not None}}, inputs)
 
 
 def with_spec_hash(kind: str, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -100,7 +100,7 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
         kind = self._kind(request.urn, context)
         olds, _ = _from_wire(request.olds)
         news, _ = _from_wire(request.news)
-        olds = adopt.proven_inputs(olds, news)
+        olds = adopt.proven_inputs(kind.name, olds, news)
         result = self._call(context, lambda p: p.diff(request.id, olds, news), kind, request.urn)
         replaces = [camel_case(k) for k in result.replaces or []]
         changed = proto.DiffResponse.DIFF_SOME if result.changes else proto.DiffResponse.DIFF_NONE
@@ -120,7 +120,7 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
         kind = self._kind(request.urn, context)
         olds, _ = _from_wire(request.olds)
         news, secret = _from_wire(request.news)
-        olds = adopt.proven_inputs(olds, news)
+        olds = adopt.proven_inputs(kind.name, olds, news)
         result = self._call(context, lambda p: p.update(request.id, olds, news), kind, request.urn)
         outs = _to_wire(kind, result.outs, secret)
         self._fail_unconverged(context, request.urn, request.id, outs, result.outs, request.news)
@@ -129,7 +129,7 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
     def Delete(self, request: Any, context: Any) -> Any:
         kind = self._kind(request.urn, context)
         props, _ = _from_wire(request.properties)
-        props = adopt.for_teardown(kind.name, props)
+        props = adopt.for_teardown(kind.name, props, _from_wire(request.old_inputs)[0])
         self._call(context, lambda p: p.delete(request.id, props), kind, request.urn)
         return empty_pb2.Empty()
 
@@ -144,6 +144,7 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
                 properties=_to_wire(kind, adopted.outputs, set()),
                 inputs=_to_wire(kind, adopted.inputs, set()),
             )
+        props = adopt.with_settings(kind.name, props, _from_wire(request.inputs)[0])
         result = self._call(context, lambda p: p.read(request.id, props), kind, request.urn)
         return proto.ReadResponse(id=result.id, properties=_to_wire(kind, result.outs, secret), inputs=request.inputs)
 
