@@ -238,3 +238,25 @@ def test_the_plugin_archive_installs_with_pulumi_plugin_install(
         assert "3 created" in up and "warning" not in up, up
         assert len([r for r in sim.github.runners() if r["status"] == "online"]) == 1
         ws.run("destroy", "--yes")
+
+
+def test_the_plugin_runs_from_source_as_a_programs_pulumi_yaml_names_it(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator
+) -> None:
+    """No archive and no install: the program's `plugins:` names tools/plugin/source (a PulumiPlugin.yaml), which
+    the engine starts through the Python language host's RunPlugin, in the checkout's virtualenv."""
+    plugins = {
+        f"language-yaml-v{YAML_VERSION}": yaml_dir / "pulumi-language-yaml",
+        # The YAML host loads the schema itself: it finds the Python host installed, not beside the CLI.
+        "language-python-v3.260.0": cli_dir / "pulumi-language-python",
+    }
+    with PulumiWorkspace(YAML_PROGRAM, cli_dir, plugins=plugins) as ws:
+        ws.env["KUBECONFIG"] = str(sim.kubeconfig)
+        source = ROOT / "tools" / "plugin" / "source"
+        with (ws.project / "Pulumi.yaml").open("a") as project:
+            project.write(f"plugins:\n  providers:\n    - name: actions-runners\n      path: {source}\n")
+        ws.new_stack(config={"githubUrl": sim.repo_url, "runners": "1"}, secrets={"githubToken": sim.credential})
+        up = ws.run("up", "--yes").stdout
+        assert "3 created" in up and "warning" not in up, up
+        assert len([r for r in sim.github.runners() if r["status"] == "online"]) == 1
+        ws.run("destroy", "--yes")

@@ -5,7 +5,8 @@
 // Pulumi's own host (module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) is not served by
 // the Go module proxy this project can reach, so this one implements what `pulumi preview/up/refresh/destroy`
 // need: Handshake, GetPluginInfo, GetRequiredPlugins/Packages (none: plugins come with the CLI build) and Run;
-// and, for `pulumi package gen-sdk --language python`, GeneratePackage with pkg/v3's Python code generator.
+// for `pulumi package gen-sdk --language python`, GeneratePackage with pkg/v3's Python code generator; and
+// RunPlugin, for a plugin run from its source folder (tools/plugin/source).
 package main
 
 import (
@@ -210,4 +211,36 @@ func (h *host) GeneratePackage(
 		}
 	}
 	return response, nil
+}
+
+// RunPlugin runs a plugin written in Python from its source folder (a PulumiPlugin.yaml with runtime python,
+// named by a program's `plugins:` in Pulumi.yaml), as Pulumi's own host does for a folder with a __main__.py:
+// `python <folder> <args>` in the engine's working directory, with the folder's virtualenv option (else
+// python3), its output streamed back to the engine, which reads the plugin's port from it.
+func (h *host) RunPlugin(req *pulumirpc.RunPluginRequest, server pulumirpc.LanguageRuntime_RunPluginServer) error {
+	info := req.GetInfo()
+	folder := info.GetProgramDirectory()
+	if _, err := os.Stat(filepath.Join(folder, "__main__.py")); err != nil {
+		return fmt.Errorf("plugin %s has no __main__.py: %w", folder, err)
+	}
+	cmd := exec.CommandContext(server.Context(), python(info.GetRootDirectory(), info.GetOptions().AsMap()),
+		append([]string{"-u", folder}, req.GetArgs()...)...)
+	cmd.Dir = req.GetPwd()
+	cmd.Env = append(os.Environ(), req.GetEnv()...)
+	closer, stdout, stderr, err := rpcutil.MakeRunPluginStreams(server, false)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return server.Send(&pulumirpc.RunPluginResponse{
+				Output: &pulumirpc.RunPluginResponse_Exitcode{Exitcode: int32(exit.ExitCode())},
+			})
+		}
+		return err
+	}
+	return closer.Close()
 }
