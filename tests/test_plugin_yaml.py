@@ -115,6 +115,18 @@ def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destro
         assert rotated.keys() == runners.keys()
         assert all(r["tokenHash"] != runners[name]["tokenHash"] for name, r in rotated.items())
 
+        # A scale-up whose pod the API server refuses: up fails saying why, and the state keeps what exists.
+        ws.run("config", "set", "tokenRefreshBeforeSeconds", "0")
+        ws.run("config", "set", "runners", "3")
+        sim.kube.fail_next("POST", r"/pods$", 500, count=5)  # the first try and the client's 4 retries
+        failed = ws.run("up", "--yes", check=False)
+        output = failed.stdout + failed.stderr
+        assert failed.returncode != 0 and "did not converge" in output and "Traceback" not in output, output
+        kept = resources(ws, POOL)["pool"]["outputs"]
+        assert sorted(r["name"] for r in kept["runners"]) == sorted(rotated) and kept["problems"], kept
+        ws.run("up", "--yes")
+        assert len(resources(ws, POOL)["pool"]["outputs"]["runners"]) == 3
+
         ws.run("destroy", "--yes")
         assert sim.github.runners() == []
         assert [p for p in sim.kube.pods(NAMESPACE)] == []

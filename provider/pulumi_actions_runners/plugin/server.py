@@ -172,9 +172,9 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
         problems = plain.get("problems")
         if not problems:
             return
-        detail = any_pb2.Any()
-        detail.Pack(proto.ErrorResourceInitFailed(id=id_, properties=outs, reasons=problems, inputs=inputs))
         message = not_converged_message(Urn(urn).name, problems)
+        detail = any_pb2.Any()  # the engine shows the reasons, not the message: the message is the reason
+        detail.Pack(proto.ErrorResourceInitFailed(id=id_, properties=outs, reasons=[message], inputs=inputs))
         status = status_pb2.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message, details=[detail])
         context.abort_with_status(
             _RichStatus(grpc.StatusCode.UNKNOWN, message, (("grpc-status-details-bin", status.SerializeToString()),))
