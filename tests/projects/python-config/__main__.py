@@ -1,0 +1,3 @@
+import pulumi
+
+pulumi.export("github_url", pulumi.Config().require("githubUrl"))
