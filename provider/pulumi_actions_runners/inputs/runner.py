@@ -15,8 +15,6 @@ from ..github.url import GitHubTarget, parse_github_url
 from ..kube.manifests import JIT_TOKEN_HASH, TERMINATION_GRACE_SECONDS, RunnerSpec
 from ..kube.pod_template import template_failures, template_json
 from ..lifecycle.pool import PoolTimeouts
-from ..lifecycle.startup import StartTimeouts
-from ..lifecycle.teardown import TeardownTimeouts
 from ..unknowns import holds_unknown, is_unknown
 from . import validation
 from .connections import Endpoint
@@ -186,23 +184,6 @@ class RunnerInputs:
             minter=minter,
             clock=clock,
             needed_seconds=validity_needed(self.timeouts.register_timeout_seconds),
-        )
-
-    def start_timeouts(self) -> StartTimeouts:
-        t = self.timeouts
-        return StartTimeouts(
-            register_timeout_seconds=t.register_timeout_seconds,
-            unregister_timeout_seconds=t.unregister_timeout_seconds,
-            pod_gone_timeout_seconds=t.pod_gone_timeout_seconds,
-            grace_period_seconds=t.grace_period_seconds,
-        )
-
-    def teardown_timeouts(self) -> TeardownTimeouts:
-        t = self.timeouts
-        return TeardownTimeouts(
-            grace_period_seconds=t.grace_period_seconds,
-            unregister_timeout_seconds=t.unregister_timeout_seconds,
-            pod_gone_timeout_seconds=t.pod_gone_timeout_seconds,
         )
 
 

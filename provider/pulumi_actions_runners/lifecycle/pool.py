@@ -139,10 +139,27 @@ class PoolSpec:
 
 @dataclass(frozen=True)
 class PoolTimeouts:
+    """A runner's or a pool's timeouts, from which each procedure takes its own."""
+
     grace_period_seconds: float
     unregister_timeout_seconds: float
     register_timeout_seconds: float
     pod_gone_timeout_seconds: float
+
+    def teardown(self, unregister_timeout_seconds: float | None = None) -> TeardownTimeouts:
+        """``unregister_timeout_seconds``: where a caller waits on busy runners otherwise (0: not at all)."""
+        unregister = (
+            self.unregister_timeout_seconds if unregister_timeout_seconds is None else unregister_timeout_seconds
+        )
+        return TeardownTimeouts(self.grace_period_seconds, unregister, self.pod_gone_timeout_seconds)
+
+    def start(self) -> StartTimeouts:
+        return StartTimeouts(
+            self.register_timeout_seconds,
+            self.unregister_timeout_seconds,
+            self.pod_gone_timeout_seconds,
+            self.grace_period_seconds,
+        )
 
 
 @dataclass
@@ -270,19 +287,6 @@ class _Pool:
     def location(self, runner: PoolRunner) -> RunnerLocation:
         # As it was made, which may differ from the spec now; unknown: swept as a persistent one could need.
         return RunnerLocation.of(self.spec.runner(runner.name), runner.runner_id, ephemeral=runner.ephemeral is True)
-
-    def teardown_timeouts(self, unregister_timeout: float) -> TeardownTimeouts:
-        return TeardownTimeouts(
-            self.timeouts.grace_period_seconds, unregister_timeout, self.timeouts.pod_gone_timeout_seconds
-        )
-
-    def start_timeouts(self) -> StartTimeouts:
-        return StartTimeouts(
-            self.timeouts.register_timeout_seconds,
-            self.timeouts.unregister_timeout_seconds,
-            self.timeouts.pod_gone_timeout_seconds,
-            self.timeouts.grace_period_seconds,
-        )
 
 
 def reconcile_pool(
@@ -417,7 +421,7 @@ def tear_down_pool(
 
     def run(runner: PoolRunner) -> str | None:
         location = pool.location(runner)
-        tear_down_runner(location, github, pods, clock, pool.teardown_timeouts(timeouts.unregister_timeout_seconds))
+        tear_down_runner(location, github, pods, clock, pool.timeouts.teardown())
         return None
 
     def failed(runner: PoolRunner, error: Exception) -> str:
@@ -466,7 +470,7 @@ def _replace(
                     pool.github,
                     pool.pods,
                     pool.clock,
-                    pool.teardown_timeouts(pool.timeouts.unregister_timeout_seconds),
+                    pool.timeouts.teardown(),
                     held,
                     pod_running=rotating,
                 )
@@ -482,7 +486,7 @@ def _replace(
                 pool.github,
                 pool.pods,
                 pool.clock,
-                pool.start_timeouts(),
+                pool.timeouts.start(),
                 pod_known_gone=old is not None,
                 name_checked=True,  # a teardown removed its registration by the id in state, or the pool's check
                 ours=ours,
@@ -536,7 +540,7 @@ def _scale_down(
         """None when removed; "busy"; or what failed."""
         try:
             # An unregister timeout of 0: one RemoveRunner, and a 422 gives up at once instead of waiting.
-            tear_down_runner(pool.location(runner), pool.github, pool.pods, pool.clock, pool.teardown_timeouts(0))
+            tear_down_runner(pool.location(runner), pool.github, pool.pods, pool.clock, pool.timeouts.teardown(0))
         except RunnerStillBusy:
             return "busy"
         return None

@@ -73,7 +73,6 @@ from .teardown import (
     RunnerLocation,
     RunnerRegistry,
     RunnerStillBusy,
-    TeardownTimeouts,
     owns,
     tear_down_runner,
 )
@@ -179,11 +178,6 @@ class _Refill:
         if recorded is not None and runner_id is None:
             runner_id = recorded.runner_id
         return RunnerLocation.of(self.spec.runner(name), runner_id, ephemeral=bool(recorded and recorded.ephemeral))
-
-    def teardown_timeouts(self, unregister_timeout: float) -> TeardownTimeouts:
-        return TeardownTimeouts(
-            self.timeouts.grace_period_seconds, unregister_timeout, self.timeouts.pod_gone_timeout_seconds
-        )
 
 
 def reconcile_refill_pool(
@@ -328,7 +322,7 @@ def tear_down_refill_pool(
     def run(pod: Any) -> str | None:
         registration = registered.get(pod.metadata.name)
         location = refill.location(pod, int(registration["id"]) if registration else None)
-        tear_down_runner(location, github, kube, clock, refill.teardown_timeouts(timeouts.unregister_timeout_seconds))
+        tear_down_runner(location, github, kube, clock, refill.timeouts.teardown())
         return None
 
     problems = [p for p in concurrently(run, live, lambda pod, e: f"{pod.metadata.name}: {describe(e)}") if p]
@@ -509,7 +503,7 @@ def _tear_down(refill: _Refill, pods: list[Any], registered: dict[str, dict], re
     def run(pod: Any) -> str | None:
         registration = registered.get(pod.metadata.name)
         location = refill.location(pod, int(registration["id"]) if registration else None)
-        tear_down_runner(location, refill.github, refill.kube, refill.clock, refill.teardown_timeouts(0))
+        tear_down_runner(location, refill.github, refill.kube, refill.clock, refill.timeouts.teardown(0))
         return None
 
     def failed(pod: Any, error: Exception) -> str | None:
@@ -532,7 +526,7 @@ def _drain_wave(refill: _Refill, wave: list[Any], registered: dict[str, dict]) -
         wait = 0.0 if location.ephemeral else refill.timeouts.unregister_timeout_seconds
         try:
             tear_down_runner(
-                location, refill.github, refill.kube, refill.clock, refill.teardown_timeouts(wait), NO_LIMIT, True
+                location, refill.github, refill.kube, refill.clock, refill.timeouts.teardown(wait), NO_LIMIT, True
             )
         except RunnerStillBusy:
             if not location.ephemeral:

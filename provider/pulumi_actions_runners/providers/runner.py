@@ -98,7 +98,7 @@ class RunnerProvider(ResourceProvider):
             if why is not None:
                 log.warning("runner %s is replaced rather than relabelled: %s", spec.runner_name, why)
                 tear_down_runner(
-                    _location(olds), clients.runners, clients.kube, SystemClock(), inputs.teardown_timeouts()
+                    _location(olds), clients.runners, clients.kube, SystemClock(), inputs.timeouts.teardown()
                 )
                 outs["runner_id"] = _start(inputs, clients)
         outs["labels_updated"] = "in place" if why is None else f"by replacement: {why}"
@@ -107,7 +107,7 @@ class RunnerProvider(ResourceProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         inputs = RunnerInputs.of(props, props["runner_name"])
         with connect(inputs.endpoint) as clients:
-            tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), inputs.teardown_timeouts())
+            tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), inputs.timeouts.teardown())
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The runner as it is. One whose pod has ended, is gone or is stuck (a persistent runner crash-looping
@@ -133,7 +133,7 @@ class RunnerProvider(ResourceProvider):
 def _start(inputs: RunnerInputs, clients: Connections) -> int:
     clock = SystemClock()
     tokens = inputs.start_tokens(clients.github, clients.fresh_tokens, clock)
-    return start_runner(inputs.spec, tokens, clients.runners, clients.kube, clock, inputs.start_timeouts())
+    return start_runner(inputs.spec, tokens, clients.runners, clients.kube, clock, inputs.timeouts.start())
 
 
 def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any] | None:
