@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pulumi.output import Unknown
+
 from ..github.auth import auth_failures
 from ..github.registrations import by_preferred_name
 from ..inputs import validation
@@ -66,10 +68,11 @@ def proven_inputs(kind: str, olds: dict[str, Any], news: dict[str, Any]) -> dict
     """An adopted state, as the program asks for where that changes no runner: its settings (a grace period, a
     credential; a pool's max_unavailable), which act only through the calls that read them (with the inputs the
     engine keeps, see with_settings), and its spec where the pods' hashes prove it the same."""
-    if not olds.get(ADOPTED) or holds_unknown(news.get("spec_hash")):
+    wanted = _spec_hash(news) if olds.get(ADOPTED) else None
+    if wanted is None or holds_unknown(wanted):
         return olds
     olds = with_settings(kind, olds, news)
-    if olds.get("spec_hash") is None or olds.get("spec_hash") != news.get("spec_hash"):
+    if olds.get("spec_hash") is None or olds.get("spec_hash") != wanted:
         return olds  # not proven: the spec's inputs stay absent, so the runners are rotated
     return {**{k: v for k, v in olds.items() if k != ADOPTED}, **{k: news.get(k) for k in SPEC_FIELDS}}
 
@@ -93,16 +96,14 @@ def for_teardown(kind: str, props: dict[str, Any], inputs: dict[str, Any]) -> di
     return with_settings(kind, {**defaults, **{k: v for k, v in props.items() if v is not None}}, inputs)
 
 
-def with_spec_hash(kind: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """A Runner's checked inputs with the hash of what its pod is made of (a pool's Check adds it already)."""
-    if kind != "Runner" or "spec_hash" in inputs:
-        return inputs
-    if any(holds_unknown(inputs.get(k)) for k in (*SPEC_FIELDS, "runner_name")):
-        return inputs
-    try:
-        return {**inputs, "spec_hash": runner_spec(inputs, inputs["runner_name"]).spec_hash}
-    except (KeyError, ValueError, TypeError):
-        return inputs  # inputs Check refuses: their failures say why
+def _spec_hash(news: dict[str, Any]) -> Any:
+    """What the program's runners are made of, hashed as their pods' annotations are: a pool's checked inputs
+    carry it (Check adds it for the preview report), a Runner's is computed here. Unknown while a spec input is."""
+    if "spec_hash" in news:
+        return news["spec_hash"]
+    if any(holds_unknown(news.get(k)) for k in (*SPEC_FIELDS, "runner_name")):
+        return Unknown()
+    return runner_spec(news, news["runner_name"]).spec_hash
 
 
 class NoCredential(Exception):

@@ -93,8 +93,7 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
         news = _with_defaults(kind, news, urn)
         result = self._call(context, lambda p: p.check(olds, news), kind, request.urn)
         failures = [proto.CheckFailure(property=camel_case(f.property), reason=f.reason) for f in result.failures]
-        inputs = result.inputs if failures else adopt.with_spec_hash(kind.name, result.inputs)
-        return proto.CheckResponse(inputs=_to_wire(kind, inputs, secret), failures=failures)
+        return proto.CheckResponse(inputs=_to_wire(kind, result.inputs, secret), failures=failures)
 
     def Diff(self, request: Any, context: Any) -> Any:
         kind = self._kind(request.urn, context)
