@@ -18,14 +18,12 @@ import pytest
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.tools import tool_dirs
-from actions_runners_simulator.workspace import PulumiWorkspace
-from pulumi_actions_runners import __version__
+from actions_runners_simulator.workspace import PulumiWorkspace, nodejs_host, provider_plugin
 from tests.conftest import ROOT, quick_simulator
 from tests.helpers import NAMESPACE, events_for
 
 PROGRAM = ROOT / "programs" / "typescript"
 POOL = "actions-runners:index:RunnerPool"
-NODEJS_HOST_VERSION = "3.260.0"  # tools/pulumi-languages
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +48,7 @@ def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
 @pytest.fixture
 def stack(cli_dir: Path, sdk_package: Path, sim: Simulator) -> Iterator[PulumiWorkspace]:
     languages = tool_dirs("pulumi-languages")["pulumi-languages"]
-    plugins = {
-        f"language-nodejs-v{NODEJS_HOST_VERSION}": languages / "pulumi-language-nodejs",
-        f"resource-actions-runners-v{__version__}": Path(sys.executable).parent / "pulumi-resource-actions-runners",
-    }
-    with PulumiWorkspace(PROGRAM, cli_dir, plugins=plugins) as ws:
+    with PulumiWorkspace(PROGRAM, cli_dir, plugins=nodejs_host(languages) | provider_plugin()) as ws:
         ws.env["KUBECONFIG"] = str(sim.kubeconfig)
         # The copy installs the checkout's SDK package (the program names it relative to the checkout).
         package = json.loads((ws.project / "package.json").read_text())

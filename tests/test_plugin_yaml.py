@@ -17,7 +17,7 @@ import pytest
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.tools import tool_dirs
-from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace
+from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace, provider_plugin, yaml_host
 from pulumi_actions_runners import __version__
 from tests.conftest import ROOT, quick_simulator
 from tests.helpers import NAMESPACE, core_api, events_for, new_token, secret_token
@@ -25,7 +25,6 @@ from tests.helpers import NAMESPACE, core_api, events_for, new_token, secret_tok
 YAML_PROGRAM = ROOT / "programs" / "yaml"
 IMPORTING_PROGRAM = ROOT / "tests" / "projects" / "yaml-import"
 POOL = "actions-runners:index:RunnerPool"
-YAML_VERSION = "1.25.0"  # tools/pulumi-yaml
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +40,7 @@ def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
 
 def workspace(project: Path, cli_dir: Path, yaml_dir: Path, sim: Simulator, stack: str = "dev") -> PulumiWorkspace:
     """The YAML host and the plugin's source install (the package's console script) as installed plugins."""
-    plugins = {
-        f"language-yaml-v{YAML_VERSION}": yaml_dir / "pulumi-language-yaml",
-        f"resource-actions-runners-v{__version__}": Path(sys.executable).parent / "pulumi-resource-actions-runners",
-    }
-    ws = PulumiWorkspace(project, cli_dir, stack=stack, plugins=plugins)
+    ws = PulumiWorkspace(project, cli_dir, stack=stack, plugins=yaml_host(yaml_dir) | provider_plugin())
     ws.env["KUBECONFIG"] = str(sim.kubeconfig)  # the cluster as a user's would be found: no input names it
     return ws
 
@@ -240,8 +235,7 @@ def test_the_plugin_archive_installs_with_pulumi_plugin_install(
     )
     archive = built.stdout.strip().splitlines()[-1]
     assert archive.endswith(".tar.gz") and f"v{__version__}" in archive
-    plugins = {f"language-yaml-v{YAML_VERSION}": yaml_dir / "pulumi-language-yaml"}
-    with PulumiWorkspace(YAML_PROGRAM, cli_dir, plugins=plugins) as ws:
+    with PulumiWorkspace(YAML_PROGRAM, cli_dir, plugins=yaml_host(yaml_dir)) as ws:
         ws.env["KUBECONFIG"] = str(sim.kubeconfig)
         ws.env["PIP_FIND_LINKS"] = ""  # nothing from outside the archive
         ws.run("plugin", "install", "resource", "actions-runners", __version__, "--file", archive)
@@ -258,7 +252,7 @@ def test_the_plugin_runs_from_source_as_a_programs_pulumi_yaml_names_it(
     """No archive and no install: the program's `plugins:` names tools/plugin/source (a PulumiPlugin.yaml), which
     the engine starts through the Python language host's RunPlugin, in the checkout's virtualenv."""
     plugins = {
-        f"language-yaml-v{YAML_VERSION}": yaml_dir / "pulumi-language-yaml",
+        **yaml_host(yaml_dir),
         # The YAML host loads the schema itself: it finds the Python host installed, not beside the CLI.
         "language-python-v3.260.0": cli_dir / "pulumi-language-python",
     }

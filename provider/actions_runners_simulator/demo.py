@@ -23,12 +23,11 @@ from typing import Any
 import requests
 from kubernetes import client, config
 
-from pulumi_actions_runners import __version__
 from pulumi_actions_runners.kube.manifests import RUNNER_LABEL
 
 from .simulator import program_credentials
-from .tools import TOOLS, YAML_HOST_VERSION, tool_dirs
-from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace
+from .tools import TOOLS, tool_dirs
+from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace, provider_plugin, yaml_host
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 GRACE_SECONDS = 2.0
@@ -255,10 +254,7 @@ def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) 
 def yaml_workspace(tools: dict[str, Path], simulator: SimulatorProcess, stack: str) -> PulumiWorkspace:
     """programs/yaml, with Pulumi's YAML host and the provider plugin (this environment's
     pulumi-resource-actions-runners) installed as plugins, and the simulator's cluster as KUBECONFIG."""
-    plugins = {
-        f"language-yaml-v{YAML_HOST_VERSION}": tools["pulumi-yaml"] / "pulumi-language-yaml",
-        f"resource-actions-runners-v{__version__}": Path(sys.executable).parent / "pulumi-resource-actions-runners",
-    }
+    plugins = yaml_host(tools["pulumi-yaml"]) | provider_plugin()
     workspace = PulumiWorkspace(PROJECT_DIR / "programs" / "yaml", tools["pulumi"], stack=stack, plugins=plugins)
     workspace.env["KUBECONFIG"] = simulator.info["kubeconfig"]
     return workspace

@@ -17,6 +17,10 @@ from typing import TextIO
 
 import yaml
 
+from pulumi_actions_runners import __version__
+
+from .tools import NODEJS_HOST_VERSION, YAML_HOST_VERSION
+
 PASSPHRASE = "simulator-only-passphrase"
 COMMAND_TIMEOUT_SECONDS = 600
 STOP_SECONDS = 30
@@ -83,6 +87,23 @@ class PulumiProcess:
         with file:
             file.seek(0)
             return file.read()
+
+
+def yaml_host(folder: Path) -> dict[str, Path]:
+    """Pulumi's YAML language host (tools/pulumi-yaml's folder), as a workspace's ``plugins`` entry."""
+    return {f"language-yaml-v{YAML_HOST_VERSION}": folder / "pulumi-language-yaml"}
+
+
+def nodejs_host(folder: Path) -> dict[str, Path]:
+    """Our Node.js language host (tools/pulumi-languages' folder), as a workspace's ``plugins`` entry."""
+    return {f"language-nodejs-v{NODEJS_HOST_VERSION}": folder / "pulumi-language-nodejs"}
+
+
+def provider_plugin() -> dict[str, Path]:
+    """The provider plugin as this environment installs it (the package's console script), as a ``plugins``
+    entry: what `pulumi plugin install` would place."""
+    binary = Path(sys.executable).parent / "pulumi-resource-actions-runners"
+    return {f"resource-actions-runners-v{__version__}": binary}
 
 
 class PulumiWorkspace:
