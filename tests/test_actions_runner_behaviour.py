@@ -281,9 +281,10 @@ def test_the_registration_token_is_gone_from_pid_1_once_run_sh_runs(tmp_path: Pa
     assert "AREGISTRATIONTOKEN" not in environ and "PATH=" in environ
 
 
-def test_a_just_in_time_config_stays_readable_in_pid_1_as_the_readme_says(tmp_path: Path) -> None:
-    """The listener drops it from its own environment, but run.sh keeps it: the README says what that exposes."""
+def test_a_just_in_time_config_stays_readable_in_pid_1_as_the_docs_say(tmp_path: Path) -> None:
+    """The listener drops it from its own environment, but run.sh keeps it: docs/operations/security.md says what
+    that exposes."""
     environ = _environ_of_run_sh(JIT_RUNNER_COMMAND, {f"{INPUT}JITCONFIG": "AJITCONFIG"}, tmp_path)
     assert f"{INPUT}JITCONFIG=AJITCONFIG" in environ
-    readme = (ROOT / "README.md").read_text()
-    assert "/proc/1/environ" in readme and "What a job can read" in readme
+    security = (ROOT / "docs" / "operations" / "security.md").read_text()
+    assert "/proc/1/environ" in security and "What a job can read" in security

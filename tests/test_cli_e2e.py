@@ -218,7 +218,7 @@ def test_a_pod_template_docker_a_github_app_and_new_labels_from_config_with_the_
 def test_a_lost_state_file_costs_a_safe_rotation_and_import_fails_touching_nothing(
     cli_dir: Path, plugin_dir: Path, sim: Simulator
 ) -> None:
-    """What the README says of a lost state file: `pulumi import` of a pool fails in the SDK's provider server
+    """What docs/how-to/lost-state.md says: `pulumi import` of a pool fails in the SDK's provider server
     (pulumi/pulumi#16175) and changes nothing; `up` with the same names takes the pool's pods into its state and
     rotates them, a busy one waited for, never killed. When Pulumi lets a dynamic provider import, the first
     assertion fails: then import can be built."""

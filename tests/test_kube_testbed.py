@@ -2,16 +2,18 @@
 
 What the API server does (validation, defaults, graceful deletion's two steps) is its own; these tests pin what
 the stand-in adds, as a kubelet would, that the provider's own paths through it hold, and that the provider's
-identity reaches pods and Secrets only in a runners' namespace (as the README's RBAC table says).
+identity reaches pods and Secrets only in a runners' namespace (as docs/operations/rbac.md says).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -342,7 +344,7 @@ def granted(rules: list[dict]) -> set[tuple[str, str]]:
 
 
 def test_the_provider_s_rules_are_what_kube_client_calls_and_pods_are_never_replaced() -> None:
-    """The README's table quotes these: a verb added or dropped is a decision, made here and there together."""
+    """docs/operations/rbac.md quotes these: a verb added or dropped is a decision, made here and there together."""
     assert granted(RUNNER_NAMESPACE_RULES) == {
         *(("pods", verb) for verb in ("create", "get", "list", "patch", "delete")),
         *(("secrets", verb) for verb in ("create", "get", "list", "update", "patch", "delete")),
@@ -351,6 +353,21 @@ def test_the_provider_s_rules_are_what_kube_client_calls_and_pods_are_never_repl
     # pulumi_kubernetes' server-side apply: a PATCH that may create; GET, LIST and WATCH to await; DELETE.
     verbs = ("get", "list", "watch", "create", "patch", "delete")
     assert granted(NAMESPACE_RULES) == {("namespaces", verb) for verb in verbs}
+
+
+def test_the_permissions_page_grants_what_the_test_bed_binds() -> None:
+    """Its table and its Role manifest, which users apply as they are, say exactly what the suite proves enough."""
+    page = (ROOT / "docs" / "operations" / "rbac.md").read_text()
+    manifest = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    role = next(document for document in yaml.safe_load_all(manifest) if document["kind"] == "Role")
+    assert granted(role["rules"]) == granted(RUNNER_NAMESPACE_RULES)
+    table = {
+        (resource, verb)
+        for row in re.findall(r"^\| `(\w+)`[^|]* \| ([^|]+) \|", page, flags=re.MULTILINE)
+        for resource in [row[0]]
+        for verb in re.findall(r"`(\w+)`", row[1])
+    }
+    assert table == granted(RUNNER_NAMESPACE_RULES)
 
 
 def test_the_provider_s_identity_may_make_and_list_pods_and_secrets_in_the_runners_namespace(

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
@@ -172,6 +173,43 @@ def test_import_adopts_a_pool_and_a_runner_and_the_next_up_changes_nothing(
             assert sim.github.runners() == [] and sim.kube.pods(NAMESPACE) == []
 
 
+def test_an_upgrade_of_the_plugin_with_the_program_unchanged_plans_no_change(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator
+) -> None:
+    """A stack made through an SDK of the previous release (its resources name the plugin's version, as a
+    generated SDK does: the engine's default provider `default_0_1_0`), then the SDK upgraded: the engine swaps in
+    this version's default provider, whose DiffConfig says nothing changed, and no runner is touched. Both versions
+    are installed, as after `pulumi plugin install` of the new one; the old one is this same binary."""
+    binary = next(iter(provider_plugin().values()))
+    plugins = yaml_host(yaml_dir) | provider_plugin() | {"resource-actions-runners-v0.1.0": binary}
+    with PulumiWorkspace(YAML_PROGRAM, cli_dir, plugins=plugins) as ws:
+        ws.env["KUBECONFIG"] = str(sim.kubeconfig)
+
+        def program_of_version(version: str) -> None:
+            program = yaml.safe_load((YAML_PROGRAM / "Pulumi.yaml").read_text())
+            for resource in program["resources"].values():
+                resource["options"] = {"version": version}
+            (ws.project / "Pulumi.yaml").write_text(yaml.safe_dump(program))
+
+        program_of_version("0.1.0")
+        ws.new_stack(config={"githubUrl": sim.repo_url, "runners": "2"}, secrets={"githubToken": sim.credential})
+        ws.run("up", "--yes")
+        assert "::default_0_1_0" in ws.run("stack", "export").stdout
+
+        program_of_version(__version__)
+        steps = json.loads(ws.run("preview", "--json").stdout)["steps"]
+        ours = {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in steps if ":index:" in step["urn"]}
+        assert ours == {}, ours  # preview --json lists no step that stays the same
+        writes = [call for call in sim.github.calls() if call["method"] != "GET"]
+        pods = {pod.metadata.uid for pod in core_api(sim).list_namespaced_pod(NAMESPACE).items}
+        up = ws.run("up", "--yes").stdout
+        assert "3 unchanged" in up, up  # the stack, the token, the pool
+        state = ws.run("stack", "export").stdout
+        assert f"::default_{__version__.replace('.', '_')}" in state and "::default_0_1_0" not in state
+        assert [call for call in sim.github.calls() if call["method"] != "GET"] == writes
+        assert {pod.metadata.uid for pod in core_api(sim).list_namespaced_pod(NAMESPACE).items} == pods
+
+
 def test_import_refuses_a_pod_it_did_not_make(cli_dir: Path, yaml_dir: Path, sim: Simulator) -> None:
     core_api(sim).create_namespaced_pod(
         NAMESPACE, {"metadata": {"name": "handmade"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
@@ -224,8 +262,8 @@ def test_check_failures_name_the_schema_property(cli_dir: Path, yaml_dir: Path, 
 def test_the_plugin_archive_installs_with_pulumi_plugin_install(
     cli_dir: Path, yaml_dir: Path, sim: Simulator, tmp_path: Path
 ) -> None:
-    """`make plugin`'s archive, installed as the README says; its first start makes its own virtualenv from the
-    wheels inside it (offline), so a program in any language finds a working plugin."""
+    """`make plugin`'s archive, installed as docs/how-to/other-languages.md says; its first start makes its own
+    virtualenv from the wheels inside it (offline), so a program in any language finds a working plugin."""
     built = subprocess.run(
         [str(ROOT / "tools" / "plugin" / "build.sh"), str(tmp_path)],
         env={**os.environ, "PYTHON": sys.executable},

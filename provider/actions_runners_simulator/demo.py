@@ -26,12 +26,11 @@ from kubernetes import client, config
 from pulumi_actions_runners.kube.manifests import RUNNER_LABEL
 
 from .simulator import program_credentials
-from .tools import TOOLS, tool_dirs
+from .tools import TOOLS, ToolBuilds, ToolMissing
 from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace, provider_plugin, yaml_host
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 GRACE_SECONDS = 2.0
-NAMESPACE_GONE_SECONDS = 60.0
 TOKEN_LIFETIME_SECONDS = 2400.0  # GitHub's tokens live an hour; 40 minutes let the tour skip the wait
 RENEW_BEFORE_SECONDS = 3000  # more than the token has left: it is due for renewal at once
 FLEET_RUNNERS = 20
@@ -130,7 +129,7 @@ class SimulatorProcess:
     its control endpoints, its Kubernetes API (the official client) and its reports."""
 
     def __init__(self, kube_bin_dir: Path) -> None:
-        command = [sys.executable, "-m", "actions_runners_simulator", "serve", "--no-namespace"]
+        command = [sys.executable, "-m", "actions_runners_simulator", "serve"]  # it makes the runners' namespace
         self._process = subprocess.Popen(
             [*command, "--token-lifetime", str(TOKEN_LIFETIME_SECONDS)],
             stdin=subprocess.PIPE,
@@ -171,18 +170,6 @@ class SimulatorProcess:
         [pod] = self._pods.list_namespaced_pod(self.info["namespace"], label_selector=selector).to_dict()["items"]
         return pod
 
-    def make_namespace(self) -> None:
-        """The runners' namespace, once the last one of its name (deleted by a destroy) is gone: at most a minute."""
-        deadline = time.monotonic() + NAMESPACE_GONE_SECONDS
-        while True:
-            try:
-                self._pods.create_namespace({"metadata": {"name": self.info["namespace"]}})
-                return
-            except client.ApiException as error:
-                if error.status != 409 or time.monotonic() > deadline:
-                    raise DemoFailed(f"namespace {self.info['namespace']} could not be made: {error.reason}") from None
-            time.sleep(0.5)
-
     def read_pod(self, name: str) -> Json | None:
         try:
             return self._pods.read_namespaced_pod(name, self.info["namespace"]).to_dict()
@@ -203,9 +190,9 @@ def banner(text: str) -> None:
 
 
 def run(runners: int = 3, *, github_app: bool = False) -> int:
-    # The CLI, the API server and pulumi_kubernetes' plugin: found, or built at once (a first build takes minutes).
-    tools = tool_dirs("pulumi", "kube", "pulumi-kubernetes", "pulumi-yaml")
-    simulator = SimulatorProcess(tools["kube"])
+    # Found, or all built at once (a first build takes minutes, and says so); each step waits only for its own.
+    tools = ToolBuilds("kube", "pulumi", "pulumi-yaml")
+    simulator = SimulatorProcess(tools.get("kube"))
     failure = None
     try:
         sim = simulator.info
@@ -214,14 +201,13 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
             print(f"Authenticating as GitHub App {sim['github_app_id']}, not with a personal access token")
             app_key = Path(sim["github_app_private_key_file"]).read_text()
             sim["credentials"] = program_credentials(sim["github_token"], (sim["github_app_id"], app_key))
-        plugin = tools["pulumi-kubernetes"]
-        with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], kubernetes_plugin_dir=plugin) as stack:
+        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi")) as stack:
             tour(stack, simulator, runners)
         with yaml_workspace(tools, simulator, "fleet") as stack:
             fleet_tour(stack, simulator, FLEET_RUNNERS)
-        with PulumiWorkspace(PROJECT_DIR, tools["pulumi"], stack="refill", kubernetes_plugin_dir=plugin) as stack:
+        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi"), stack="refill") as stack:
             refill_tour(stack, simulator, runners)
-    except (DemoFailed, PulumiFailed) as error:
+    except (DemoFailed, PulumiFailed, ToolMissing) as error:  # a build still under way may fail
         failure = str(error)
     finally:
         summary = simulator.stop()
@@ -241,7 +227,7 @@ def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) 
             "githubUrl": sim["github_url"],
             "kubeconfig": sim["kubeconfig"],
             "namespace": sim["namespace"],
-            "createNamespace": "true",  # by pulumi_kubernetes, with its own plugin
+            "createNamespace": "false",  # serve made it, as a cluster admin would
             "runners": str(runners),
             "gracePeriodSeconds": str(GRACE_SECONDS),
             **config,
@@ -251,11 +237,11 @@ def new_stack(stack: PulumiWorkspace, sim: Json, runners: int, **settings: str) 
     )
 
 
-def yaml_workspace(tools: dict[str, Path], simulator: SimulatorProcess, stack: str) -> PulumiWorkspace:
+def yaml_workspace(tools: ToolBuilds, simulator: SimulatorProcess, stack: str) -> PulumiWorkspace:
     """programs/yaml, with Pulumi's YAML host and the provider plugin (this environment's
     pulumi-resource-actions-runners) installed as plugins, and the simulator's cluster as KUBECONFIG."""
-    plugins = yaml_host(tools["pulumi-yaml"]) | provider_plugin()
-    workspace = PulumiWorkspace(PROJECT_DIR / "programs" / "yaml", tools["pulumi"], stack=stack, plugins=plugins)
+    plugins = yaml_host(tools.get("pulumi-yaml")) | provider_plugin()
+    workspace = PulumiWorkspace(PROJECT_DIR / "programs" / "yaml", tools.get("pulumi"), stack=stack, plugins=plugins)
     workspace.env["KUBECONFIG"] = simulator.info["kubeconfig"]
     return workspace
 
@@ -284,9 +270,7 @@ def tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int) -> N
 
 def fleet_tour(stack: PulumiWorkspace, simulator: SimulatorProcess, runners: int) -> None:
     print(f"\nA fleet: one RunnerPool of {runners} runners, all replaceable at once, from programs/yaml (Pulumi YAML")
-    print("through the provider plugin, pulumi-resource-actions-runners), in a namespace that exists already.")
-    banner(f"kubectl create namespace {simulator.info['namespace']}")
-    simulator.make_namespace()
+    print("through the provider plugin, pulumi-resource-actions-runners).")
     sim = simulator.info
     stack.new_stack(
         config={

@@ -83,7 +83,7 @@ RBAC_ONLY = "simulator.actions-runners.invalid/rbac-only"
 # Pods: create (the server-side dry run that judges a pod before anything is written is a create too), read,
 # list, annotate (merge patch) and delete; never replaced. Secrets: those and a replace (update), also as a
 # resourceVersion-preconditioned one; a metadata-only GET or LIST is a get or list; a delete with a uid
-# precondition is a delete. The README's "your own cluster" table quotes these.
+# precondition is a delete. docs/operations/rbac.md quotes these.
 RUNNER_NAMESPACE_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "list", "update", "patch", "delete"]},

@@ -11,8 +11,12 @@ them all).
 from __future__ import annotations
 
 import os
+import queue
+import re
 import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -39,29 +43,120 @@ TOOLS = {
 }
 
 
+# How long each tool's cold build took on 2 cores with empty Go caches, what a first run says before it starts.
+# pulumi, kube and pulumi-kubernetes were built together, as a first `make demo` or `make test` builds them (a
+# fresh machine, 2026-12); the others alone (`tools/NAME/build.sh` with GOCACHE and GOMODCACHE empty).
+COLD_BUILD_SECONDS = {
+    "pulumi": 552,
+    "kube": 673,
+    "pulumi-kubernetes": 810,
+    "actionlint": 10,
+    "pulumi-yaml": 70,
+    "pulumi-languages": 77,
+}
+# A build script that builds says so on its first line (tools/cache.sh's build_into); one that finds its tool
+# prints nothing there and exits within a second or two.
+BUILDING = re.compile(r"^building (?P<what>.*) into (?P<cache>\S+) \(once")
+DECIDE_SECONDS = 30.0
+
+
+class ToolBuilds:
+    """The tools named, each found at once or built by its script, all scripts started together; `get` waits for
+    one tool alone, so a caller can start what needs only the tools that are ready."""
+
+    def __init__(self, *names: str) -> None:
+        self._names = names
+        self.found: dict[str, Path] = {}
+        self._building: dict[str, subprocess.Popen[str]] = {}
+        self._first_lines: dict[str, queue.Queue[str | None]] = {}
+        self._passing_on: dict[str, threading.Thread] = {}
+        for name in names:
+            variable, script, binary = TOOLS[name]
+            if os.environ.get(variable):
+                self.found[name] = Path(os.environ[variable])
+            elif (PROJECT_DIR / script).is_file():
+                self._start(name, PROJECT_DIR / script)
+            elif on_path := shutil.which(binary):
+                self.found[name] = Path(on_path).parent
+            else:
+                raise ToolMissing(
+                    f"{binary} is not on PATH and ${variable} is not set (nor is this a checkout with {script})"
+                )
+        self._announce()
+
+    def _start(self, name: str, script: Path) -> None:
+        process = subprocess.Popen([str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first: queue.Queue[str | None] = queue.Queue()
+        passing_on = threading.Thread(target=_pass_on, args=(process, first), name=f"build-{name}", daemon=True)
+        passing_on.start()
+        self._passing_on[name] = passing_on
+        self._building[name] = process
+        self._first_lines[name] = first
+
+    def _announce(self) -> None:
+        """One message for every build about to run, with how long each took cold; the scripts' own "building"
+        lines are not passed on."""
+        builds = []
+        for name, first in self._first_lines.items():
+            try:
+                line = first.get(timeout=DECIDE_SECONDS)
+            except queue.Empty:
+                continue  # still deciding: its own output will say
+            if line is not None and (match := BUILDING.match(line)):
+                builds.append((name, match["what"], Path(match["cache"]).parent))
+        if not builds:
+            return
+        listed = ", ".join(f"{what} (cold: {_minutes(COLD_BUILD_SECONDS[name])})" for name, what, _ in builds)
+        longest = max(COLD_BUILD_SECONDS[name] for name, _, _ in builds)
+        print(
+            f"Building from Go modules, once, into {builds[0][2]}: {listed}. With empty Go caches on 2 cores, "
+            f"expect about {_minutes(longest)}{' for them all (they build at once)' if len(builds) > 1 else ''}; "
+            "less with Go's caches warm. Later runs find them in under a second.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def get(self, name: str) -> Path:
+        """The tool's folder, once its build (if any) has ended."""
+        if name not in self.found:
+            process = self._building[name]
+            output = process.stdout.read() if process.stdout is not None else ""
+            process.wait()
+            self._passing_on[name].join()  # its last lines ("built … in N s") before whatever comes next
+            if process.returncode != 0:
+                raise ToolMissing(f"{TOOLS[name][1]} failed (exit {process.returncode}); its output is above")
+            self.found[name] = Path(output.strip().splitlines()[-1])
+        return self.found[name]
+
+    def all(self) -> dict[str, Path]:
+        """Every tool's folder; every build runs to its end, so none is left behind when one fails."""
+        failed = []
+        for name in self._names:
+            try:
+                self.get(name)
+            except ToolMissing as error:
+                failed.append(str(error))
+        if failed:
+            raise ToolMissing("; ".join(failed))
+        return {name: self.found[name] for name in self._names}
+
+
+def _pass_on(process: subprocess.Popen[str], first: queue.Queue[str | None]) -> None:
+    """A build script's progress to our stderr, but its first line (what it builds, if it builds) to ``first``."""
+    assert process.stderr is not None
+    line = process.stderr.readline()
+    first.put(line or None)
+    if line and not BUILDING.match(line):
+        sys.stderr.write(line)
+    for line in process.stderr:
+        sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def tool_dirs(*names: str) -> dict[str, Path]:
-    """The folder of each named tool; build.sh's progress (a cold build takes minutes) goes to our stderr."""
-    found: dict[str, Path] = {}
-    building: dict[str, subprocess.Popen[str]] = {}
-    for name in names:
-        variable, script, binary = TOOLS[name]
-        if os.environ.get(variable):
-            found[name] = Path(os.environ[variable])
-        elif (PROJECT_DIR / script).is_file():
-            building[name] = subprocess.Popen([str(PROJECT_DIR / script)], stdout=subprocess.PIPE, text=True)
-        elif on_path := shutil.which(binary):
-            found[name] = Path(on_path).parent
-        else:
-            raise ToolMissing(
-                f"{binary} is not on PATH and ${variable} is not set (nor is this a checkout with {script})"
-            )
-    failed = []
-    for name, process in building.items():  # every build runs to its end, so none is left behind
-        output, _ = process.communicate()
-        if process.returncode == 0:
-            found[name] = Path(output.strip().splitlines()[-1])
-        else:
-            failed.append(f"{TOOLS[name][1]} (exit {process.returncode})")
-    if failed:
-        raise ToolMissing(f"{', '.join(failed)} failed; the output is above")
-    return found
+    """The folder of each named tool, found or built (a cold build takes minutes; it says so once, first)."""
+    return ToolBuilds(*names).all()

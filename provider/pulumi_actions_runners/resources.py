@@ -110,7 +110,7 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
     GitHub makes it a just-in-time config of its own (an ephemeral runner). Give ``registration_token`` a
     `RegistrationToken` (or its token and ``registration_token_expires_at``): a runner that starts when that
     token is too old to register with gets a fresh one from GitHub instead. ``pod_template`` shapes its pod
-    (resources, node placement, volumes, sidecars; README: "Shaping the runner pod"), and ``docker=True`` gives it
+    (resources, node placement, volumes, sidecars; docs/how-to/pod-templates.md), and ``docker=True`` gives it
     a Docker-in-Docker sidecar; ``runner_group`` places an organization's runner in one of its runner groups. A
     change of any of them replaces the runner. GitHub is called with ``github_token``, or as a GitHub App
     (``github_app_id``, ``github_app_private_key``), else with what the environment of `pulumi` gives.

@@ -57,8 +57,8 @@ exec ./run.sh
 """
 # A just-in-time runner is registered already: run.sh reads its config from ACTIONS_RUNNER_INPUT_JITCONFIG. The
 # listener drops it from its own environment (CommandSettings.cs), but run.sh, PID 1, keeps it in
-# /proc/1/environ, which a job (the same user) can read, as in ARC's runners: see the README's "What a job can
-# read". It is this one runner's credential, ephemeral and removed after its one job.
+# /proc/1/environ, which a job (the same user) can read, as in ARC's runners: see docs/operations/security.md,
+# "What a job can read". It is this one runner's credential, ephemeral and removed after its one job.
 JIT_RUNNER_COMMAND = f"""set -eu
 {STOP_BEFORE_RUN}
 cd /home/runner

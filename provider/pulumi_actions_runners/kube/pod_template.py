@@ -1,5 +1,5 @@
 """The pod template users shape runner pods with: its shape checked against Kubernetes' own models (no network
-call), and its merge into the provider's pod by rules a user can predict (README: "Shaping the runner pod").
+call), and its merge into the provider's pod by rules a user can predict (docs/how-to/pod-templates.md).
 
 - The container named ``runner`` is the runner: its fields are the user's, except what the provider owns, its
   ``image`` (the ``image`` input), ``command`` and ``args`` (the runner's start), and its ``ACTIONS_RUNNER_*``
