@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
-.PHONY: setup demo test lint docs bench soak clean plugin sdk
+.PHONY: setup demo test lint docs bench soak clean plugin sdk wheel
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,10 @@ soak: setup
 # `pulumi plugin install resource actions-runners VERSION --file ARCHIVE`.
 plugin: setup
 	tools/plugin/build.sh
+
+# The package's wheel and sdist (the wheel's path on the last line), for `pip install WHEEL -c constraints.txt`.
+wheel: setup
+	tools/wheel.sh
 
 # sdk/: the schema and the SDKs `pulumi package gen-sdk` makes of it; tests/test_plugin_sdks.py checks they are current.
 sdk: setup

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import http.server
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from kubernetes import client, config
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.simulator import Simulator
+from actions_runners_simulator.workspace import PulumiWorkspace
 from pulumi_actions_runners.github.client import GitHubClient
 from pulumi_actions_runners.github.url import parse_github_url
 from tests.conftest import wait_until
@@ -116,3 +118,25 @@ def up_killed_when(
     with pytest.raises(DeploymentFailed):
         engine.up(program)
     killer.join()
+
+
+REFUSAL_WAIT_SECONDS = 120.0
+HELD_AFTER_REFUSAL_SECONDS = 1.0
+
+
+def up_while_busy(stack: PulumiWorkspace, sim: Simulator, runner_name: str, runner_id: int) -> str:
+    """`pulumi up` while a job runs on the runner: the job is held until GitHub has refused the runner's
+    RemoveRunner with 422 (the update seen waiting on it), then a second more, then finished; so the busy guard
+    is met on any machine, however slow. The update's output."""
+    sim.github.start_job(runner_name, None)
+    update = stack.start("up", "--yes")
+    try:
+        wait_until(
+            lambda: any(c["status"] == 422 for c in sim.github.calls("DELETE", rf"/actions/runners/{runner_id}$")),
+            f"RemoveRunner of {runner_name} answered 422",
+            timeout=REFUSAL_WAIT_SECONDS,
+        )
+        time.sleep(HELD_AFTER_REFUSAL_SECONDS)
+    finally:
+        sim.github.finish_job(runner_name)
+    return update.wait().stdout

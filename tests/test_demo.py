@@ -167,7 +167,6 @@ def test_the_simulator_process_reports_what_it_saw() -> None:
     try:
         with config.new_client_from_config(config_file=simulator.info["kubeconfig"], persist_config=False) as api:
             core = client.CoreV1Api(api)
-            core.create_namespace({"metadata": {"name": simulator.info["namespace"]}})
             pod = {"metadata": {"name": "probe"}, "spec": {"containers": [{"name": "idle", "image": "busybox"}]}}
             core.create_namespaced_pod(simulator.info["namespace"], pod)
         seen = wait_until(

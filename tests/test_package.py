@@ -37,6 +37,12 @@ def test_the_wheel_and_the_sdist_run_a_program_from_outside_the_checkout(
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, str(wheel), "-c", str(ROOT / "constraints.txt")], check=True)
+    # Outside a checkout, with no binaries to be found: what the simulator needs, and how to get it.
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    serve = [str(venv / "bin" / "actions-runners-simulator"), "serve"]
+    missing = subprocess.run(serve, env=bare, capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr
+    assert "kube-apiserver, kube-controller-manager and etcd" in missing.stderr and "KUBE_BIN_DIR" in missing.stderr
 
     program = tmp_path / "program"
     program.mkdir()

@@ -20,7 +20,7 @@ from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiWorkspace, nodejs_host, provider_plugin
 from tests.conftest import ROOT, quick_simulator
-from tests.helpers import NAMESPACE, events_for
+from tests.helpers import NAMESPACE, events_for, up_while_busy
 
 PROGRAM = ROOT / "programs" / "typescript"
 POOL = "actions-runners:index:RunnerPool"
@@ -80,14 +80,13 @@ def test_a_typescript_program_rotates_with_a_busy_runner_waited_for_imports_and_
     # The token falls due; the busy runner keeps its pod until its job is done.
     stack.run("config", "set", "tokenRefreshBeforeSeconds", "3000")
     busy = runners[min(runners)]
-    sim.github.start_job(busy["name"], 8.0)
-    up = stack.run("up", "--yes").stdout
+    up = up_while_busy(stack, sim, busy["name"], int(busy["id"]))
     removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['id'])}")]
     assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
     pod_events = events_for(sim, busy["pod"], "pod_terminating", "pod_removed")
     assert pod_events and all(e["at"] >= removals[-1]["at"] + 1.0 for e in pod_events)
     assert sim.runners.jobs_killed == []
-    assert re.search(rf"{POOL} pool .*waiting on 1 busy runners \(RemoveRunner 422\)", up), up
+    assert re.search(rf"{POOL} pool .*waiting on 1 busy runner \(RemoveRunner 422\)", up), up
 
     # The pool is lost from the state, and imported back by id: no runner is touched.
     stack.run("config", "set", "tokenRefreshBeforeSeconds", "0")

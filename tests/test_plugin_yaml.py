@@ -21,7 +21,7 @@ from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace, provider_plugin, yaml_host
 from pulumi_actions_runners import __version__
 from tests.conftest import ROOT, quick_simulator
-from tests.helpers import NAMESPACE, core_api, events_for, new_token, secret_token
+from tests.helpers import NAMESPACE, core_api, events_for, new_token, secret_token, up_while_busy
 
 YAML_PROGRAM = ROOT / "programs" / "yaml"
 IMPORTING_PROGRAM = ROOT / "tests" / "projects" / "yaml-import"
@@ -95,8 +95,7 @@ def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destro
 
         # up rotates them, one at a time; the busy runner keeps its pod until its job is done.
         busy = first
-        sim.github.start_job(busy["name"], 8.0)
-        up = ws.run("up", "--yes").stdout
+        up = up_while_busy(ws, sim, busy["name"], int(busy["id"]))
         removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['id'])}")]
         assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
         pod_events = events_for(sim, busy["pod"], "pod_terminating", "pod_removed")
@@ -104,7 +103,7 @@ def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destro
         assert sim.runners.jobs_killed == []
         # Progress is the pool's, on its own row: no stack-level wall of timestamps.
         assert re.search(rf"{POOL} pool .*is running a job \(RemoveRunner answered 422\)", up), up
-        assert re.search(rf"{POOL} pool .*waiting on 1 busy runners \(RemoveRunner 422\), \d of 2 rotated", up), up
+        assert re.search(rf"{POOL} pool .*waiting on 1 busy runner \(RemoveRunner 422\), \d of 2 rotated", up), up
         assert re.search(rf"{POOL} pool .*: 2 of 2 rotated", up), up
         assert not re.search(r"pulumi:pulumi:Stack .* \d{4}-\d\d-\d\d.*INFO", up), up
         rotated = {r["name"]: r for r in resources(ws, POOL)["pool"]["outputs"]["runners"]}

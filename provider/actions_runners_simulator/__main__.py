@@ -7,13 +7,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import shlex
 import signal
 import sys
 import threading
 
-from . import demo
+from . import control, demo
 from .simulator import Simulator
-from .tools import TOOLS, tool_dirs
+from .tools import TOOLS, ToolMissing, tool_dirs
+
+SERVE = """The simulated GitHub (a runner-API double on loopback) and a real Kubernetes API server with its
+controller manager, a kubelet stand-in and a simulated runner in each runner pod. It prints one JSON line:
+github_url (the github_url input), github_token (GITHUB_TOKEN, or the github_token input), github_app_id,
+github_app_installation_id and github_app_private_key_file (its GitHub App), kubeconfig (KUBECONFIG, or the
+kubeconfig input) and namespace (made for the runners). A `report` line on stdin is answered with the jobs lost
+and the pods' events, as is its exit."""
+JOB = """A CI job on a runner of the running simulator: while it runs, GitHub answers RemoveRunner with 422 and the
+provider leaves the runner's pod alone. `start` holds the job until `finish` (or for --seconds)."""
 
 
 def report(sim: Simulator) -> str:
@@ -36,27 +47,27 @@ def serve(token_lifetime: float, namespace: str | None) -> int:
         app_key_file = sim.workdir / "github-app.private-key.pem"
         app_key_file.write_text(sim.app_private_key)
         app_key_file.chmod(0o600)
-        print(
-            json.dumps(
-                {
-                    "github_url": sim.repo_url,
-                    "github_api_url": sim.github.api_url,
-                    "github_token": sim.credential,
-                    "github_app_id": sim.app_id,
-                    "github_app_installation_id": sim.app_installation_id,
-                    "github_app_private_key_file": str(app_key_file),
-                    "kube_api": sim.kube.url,
-                    "kubeconfig": str(sim.kubeconfig),
-                    "namespace": namespace or sim.namespace,
-                }
-            ),
-            flush=True,
-        )
-        threading.Thread(target=answer_reports, args=(sim,), name="reports", daemon=True).start()
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        info = {
+            "github_url": sim.repo_url,
+            "github_api_url": sim.github.api_url,
+            "github_token": sim.credential,
+            "github_app_id": sim.app_id,
+            "github_app_installation_id": sim.app_installation_id,
+            "github_app_private_key_file": str(app_key_file),
+            "kube_api": sim.kube.url,
+            "kubeconfig": str(sim.kubeconfig),
+            "namespace": namespace or sim.namespace,
+        }
+        control.publish(info)
+        try:
+            print(json.dumps(info), flush=True)
+            threading.Thread(target=answer_reports, args=(sim,), name="reports", daemon=True).start()
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            with contextlib.suppress(KeyboardInterrupt):
+                stop.wait()
+        finally:
+            control.withdraw()
         print(report(sim), flush=True)
     return 0
 
@@ -67,17 +78,71 @@ def main(argv: list[str] | None = None) -> int:
     tour = commands.add_parser("demo", help="with the pulumi CLI: create runners, preview a rotation, replace safely")
     tour.add_argument("--runners", type=int, default=3)
     tour.add_argument("--github-app", action="store_true", help="authenticate as the simulated GitHub App")
-    server = commands.add_parser("serve", help="run the simulated GitHub and Kubernetes until interrupted")
-    server.add_argument("--token-lifetime", type=float, default=3600.0)
+    server = commands.add_parser(
+        "serve",
+        help="run the simulated GitHub and Kubernetes until interrupted; print one JSON line of settings",
+        description=SERVE,
+    )
+    server.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=3600.0,
+        help="seconds a registration token lives (GitHub's: 3600). Below a RegistrationToken's "
+        "refresh_before_seconds (default 1800), such as 600, every `pulumi up` renews the token and rotates the "
+        "runners registered with it: a token rotation on demand",
+    )
     server.add_argument("--namespace", default="actions-runners", help="made at start, for the runners")
     server.add_argument(
         "--no-namespace", action="store_true", help="make none: the program makes it (programs/runners does)"
     )
-    commands.add_parser("tools", help="find or build the test bed's binaries (tools/*/build.sh); print env lines")
+    jobs = commands.add_parser(
+        "job", help="start or finish a CI job on a runner of the running simulator (`serve`)", description=JOB
+    )
+    jobs.add_argument("action", choices=("start", "finish"))
+    jobs.add_argument("runner", help="the runner's name, as GitHub lists it (a pool's: POOL_NAME-INDEX)")
+    jobs.add_argument("--seconds", type=float, help="start: end the job after this long (default: when finished)")
+    jobs.add_argument(
+        "--after-refusal",
+        type=float,
+        metavar="SECONDS",
+        help="finish: first wait (at most this long) until GitHub has answered the runner's RemoveRunner with 422, "
+        "so that an update is seen waiting on the job",
+    )
+    environment = commands.add_parser(
+        "env", help="print `export GITHUB_URL=… GITHUB_TOKEN=… KUBECONFIG=…` for the running simulator, for eval"
+    )
+    environment.add_argument("--wait", type=float, default=0.0, metavar="SECONDS", help="for one still starting")
+    tools = commands.add_parser(
+        "tools", help="find or build the test bed's binaries (tools/*/build.sh); print NAME_DIR=FOLDER lines"
+    )
+    tools.add_argument(
+        "--shell", action="store_true", help="print export lines instead, PATH with pulumi and its language hosts"
+    )
     args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ToolMissing as error:
+        print(f"actions-runners-simulator: {error}", file=sys.stderr)
+        return 2
+    except control.NoSimulator as error:
+        print(f"actions-runners-simulator: {error}", file=sys.stderr)
+        return 1
+
+
+def run(args: argparse.Namespace) -> int:
     if args.command == "tools":
-        for name, folder in tool_dirs(*TOOLS).items():
-            print(f"{TOOLS[name][0]}={folder}")
+        folders = tool_dirs(*TOOLS)
+        for name, folder in folders.items():
+            print(f"{'export ' if args.shell else ''}{TOOLS[name][0]}={shlex.quote(str(folder))}")
+        if args.shell:
+            on_path = [str(folders[name]) for name in ("pulumi", "pulumi-yaml", "pulumi-languages")]
+            print(f'export PATH={shlex.quote(os.pathsep.join(on_path))}{os.pathsep}"$PATH"')
+        return 0
+    if args.command == "job":
+        print(control.job(args.action, args.runner, args.seconds, after_refusal=args.after_refusal))
+        return 0
+    if args.command == "env":
+        print(control.environment(args.wait))
         return 0
     if args.command == "demo":
         return demo.run(runners=args.runners, github_app=args.github_app)

@@ -32,6 +32,16 @@ class ToolMissing(Exception):
     pass
 
 
+# What each is, for a user who has to find it: the simulator (`serve`, `demo`) needs kube, the demo pulumi and
+# pulumi-yaml too.
+WHAT = {
+    "pulumi": "the pulumi CLI, v3.260.0 or a later v3, with its Python language host beside it (a Pulumi installation)",
+    "kube": "kube-apiserver, kube-controller-manager and etcd (Kubernetes v1.37, etcd v3.7), in one folder",
+    "pulumi-kubernetes": "pulumi-resource-kubernetes, the plugin of the pulumi_kubernetes SDK in requirements.txt",
+    "actionlint": "actionlint",
+    "pulumi-yaml": "Pulumi's YAML language host, pulumi-language-yaml v1.25.0",
+    "pulumi-languages": "the Node.js, Go and .NET language hosts",
+}
 # name: (environment variable, build script in a checkout, a file the folder must hold)
 TOOLS = {
     "pulumi": ("PULUMI_CLI_DIR", "tools/pulumi/build.sh", "pulumi"),
@@ -80,7 +90,10 @@ class ToolBuilds:
                 self.found[name] = Path(on_path).parent
             else:
                 raise ToolMissing(
-                    f"{binary} is not on PATH and ${variable} is not set (nor is this a checkout with {script})"
+                    f"this needs {WHAT[name]}: {binary} is not on PATH, and {variable} does not name its folder. Put "
+                    f"it on PATH or set {variable}; or run this from a checkout of pulumi-actions-runners, where "
+                    f"{script} builds it once (`make demo` does; then `python -m actions_runners_simulator tools "
+                    "--shell` prints the settings for elsewhere)"
                 )
         self._announce()
 

@@ -16,6 +16,7 @@ from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider
 from .redaction import scrub_all
+from .wording import counted
 
 if TYPE_CHECKING:
     from pulumi_kubernetes.core.v1 import PodTemplateSpecArgs
@@ -272,6 +273,6 @@ def _fail_on_problems(resource_name: str, problems: list[str] | None) -> None:
 
 def not_converged_message(resource_name: str, problems: list[str]) -> str:
     return (
-        f"RunnerPool {resource_name}: {len(problems)} runners did not converge (the state lists the runners as "
-        "they are; run `pulumi up` again to continue):\n" + "\n".join(scrub_all(problems))
+        f"RunnerPool {resource_name} did not converge, {counted(len(problems), 'problem')} (the state lists the "
+        "runners as they are; run `pulumi up` again to continue):\n" + "\n".join(scrub_all(problems))
     )

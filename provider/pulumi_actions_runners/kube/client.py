@@ -30,6 +30,36 @@ class PodAlreadyExists(Exception):
     pass
 
 
+class KubeconfigNotFound(Exception):
+    """No cluster is configured where the provider looks: said before anything is written, with where it looked
+    and what to set, since trying again changes nothing."""
+
+
+class NamespaceUnusable(Exception):
+    """The runners' namespace does not exist, or the provider's identity may not use it: found by the first call
+    there, before anything is written; trying again changes nothing."""
+
+
+def unusable_namespace(error: Exception, namespace: str) -> NamespaceUnusable | None:
+    """What a refusal of a call in the runners' namespace means for the user, if it means that the namespace
+    cannot be used: a 404 for the namespace itself, or a 403 (RBAC: no Role there; a namespace that does not
+    exist has none either, and the provider may not look namespaces up to tell which)."""
+    if not isinstance(error, ApiException):
+        return None
+    if error.status == 404 and _kind_not_found(error) == "namespaces":
+        return NamespaceUnusable(
+            f"namespace {namespace} does not exist: create it first (in the program, with the runners depending on "
+            "it, or by your cluster's provisioning), or set namespace to one that exists"
+        )
+    if error.status == 403:
+        return NamespaceUnusable(
+            f"the provider may not use namespace {namespace} ({describe(error)}): either it does not exist, or the "
+            "provider's identity has no Role there granting the verbs the Permissions page lists "
+            "(docs/operations/rbac.md). Create the namespace and bind the Role, or set namespace to one that has both"
+        )
+    return None
+
+
 class PodRejected(Exception):
     """The API server refuses the runner's pod (a field of its pod template, an admission policy): nothing of the
     runner was made."""
@@ -61,11 +91,41 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
         raise_on_status=False,
     )
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
-    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser(DEFAULT_KUBECONFIG)
-    if kubeconfig or os.path.exists(path.split(os.pathsep)[0]):
+    path = kubeconfig_file(kubeconfig)
+    if path is not None:
         return config.new_client_from_config(config_file=path, persist_config=False, client_configuration=configuration)
     config.load_incluster_config(client_configuration=configuration)
     return client.ApiClient(configuration)
+
+
+def kubeconfig_file(kubeconfig: str | None) -> str | None:
+    """The kubeconfig the provider uses: the ``kubeconfig`` input, else ``KUBECONFIG``, else ``~/.kube/config``;
+    None in a pod of a cluster with none of them (its service account). `KubeconfigNotFound` when there is
+    nothing at all, or a file named does not exist."""
+    if kubeconfig:
+        if not os.path.isfile(os.path.expanduser(kubeconfig)):
+            raise KubeconfigNotFound(f"the kubeconfig input names {kubeconfig}, which is not a file{_SET_IT}")
+        return os.path.expanduser(kubeconfig)
+    if named := os.environ.get("KUBECONFIG"):
+        files = [f for f in named.split(os.pathsep) if f]
+        if not any(os.path.isfile(f) for f in files):
+            raise KubeconfigNotFound(f"KUBECONFIG names {named}, which is not a file{_SET_IT}")
+        return named
+    default = os.path.expanduser(DEFAULT_KUBECONFIG)
+    if os.path.isfile(default):
+        return default
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None  # in a cluster: its service account
+    raise KubeconfigNotFound(
+        f"no kubeconfig found: the kubeconfig input is not set, KUBECONFIG is not set, {DEFAULT_KUBECONFIG} does "
+        f"not exist, and this is not a pod in a cluster (KUBERNETES_SERVICE_HOST is not set){_SET_IT}"
+    )
+
+
+_SET_IT = (
+    ". Set the kubeconfig input to a kubeconfig file's path, or KUBECONFIG in the environment of pulumi (a delete or "
+    "refresh uses the inputs the resource was made with, so there only KUBECONFIG is read anew)"
+)
 
 
 class KubeClient:
@@ -139,10 +199,7 @@ class KubeClient:
         except ApiException as error:
             if error.status == 403 and "exceeded quota" in (error.body or ""):
                 return
-            if error.status in (400, 403, 422):
-                raise PodRejected(f"pod {namespace}/{name} was refused: {describe(error)}") from None
-            if error.status != 409:
-                raise
+            _refused(error, f"pod {namespace}/{name}", namespace)
 
     def read_pod(self, namespace: str, name: str) -> client.V1Pod | None:
         try:
@@ -210,10 +267,7 @@ class KubeClient:
         try:
             self._batch.create_namespaced_job(namespace, manifest, dry_run="All", _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
-            if error.status in (400, 403, 422):
-                raise PodRejected(f"Job {namespace}/{name} was refused: {describe(error)}") from None
-            if error.status != 409:
-                raise
+            _refused(error, f"Job {namespace}/{name}", namespace)
 
     def create_job(self, manifest: dict[str, Any]) -> bool:
         """False if a Job of the name exists (nothing was written)."""
@@ -269,3 +323,23 @@ def describe(error: Exception) -> str:
     except ValueError:
         message = None
     return f"Kubernetes answered {error.status} {error.reason}" + (f": {message}" if message else "")
+
+
+def _refused(error: ApiException, what: str, namespace: str) -> None:
+    """A dry run's error, as what it means: the object refused (PodRejected; a 403 here is an admission policy's,
+    such as Pod Security), its namespace missing, or else the error itself. A name in use (409) passes: who holds
+    it is judged later."""
+    if error.status in (400, 403, 422):
+        raise PodRejected(f"{what} was refused: {describe(error)}") from None
+    if error.status == 404 and (unusable := unusable_namespace(error, namespace)) is not None:
+        raise unusable from None
+    if error.status != 409:
+        raise error
+
+
+def _kind_not_found(error: ApiException) -> str | None:
+    """What a 404 says is missing (the Status body's details.kind: "namespaces" when the namespace is)."""
+    try:
+        return (json.loads(error.body or "{}").get("details") or {}).get("kind")
+    except ValueError:
+        return None

@@ -48,6 +48,7 @@ from ..kube.client import PodAlreadyExists, SecretMetadata, describe
 from ..kube.manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
 from ..kube.pod_state import UNREGISTERED, pod_finished, pod_live
 from ..logs import POOL_THREAD_PREFIX, STATUS
+from ..wording import counted
 from .relabel import PodRelabeler, Relabeler, relabel_runner
 from .startup import JitRegistry, PodCreator, RunnerNameTaken, StartTimeouts, made_as_specified, start_runner
 from .teardown import (
@@ -215,7 +216,7 @@ class Rollout:
 
     def _say_progress(self) -> None:
         """One line for the whole rotation, as it stands: what the plugin shows as the pool's status."""
-        busy = f"waiting on {len(self._busy)} busy runners (RemoveRunner 422), " if self._busy else ""
+        busy = f"waiting on {counted(len(self._busy), 'busy runner')} (RemoveRunner 422), " if self._busy else ""
         log.info("pool %s: %s%d of %d rotated", self._pool_name, busy, self._rotated, self._rotations, extra=STATUS)
 
     def acquire(self, runner_name: str) -> None:
@@ -552,7 +553,7 @@ def _scale_down(
         if not candidates:
             if not waiting or pool.clock.monotonic() >= deadline:
                 break
-            log.info("pool %s: %d runners busy; asking again in %.0f s", pool.spec.name, len(waiting), delay)
+            log.info("pool %s: %s busy; asking again in %.0f s", pool.spec.name, counted(len(waiting), "runner"), delay)
             pool.clock.sleep(min(delay, max(deadline - pool.clock.monotonic(), 0.0)))
             delay = min(delay * 2, BUSY_POLL_MAX_SECONDS)
             candidates, waiting = waiting, []

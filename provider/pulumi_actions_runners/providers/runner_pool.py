@@ -8,6 +8,7 @@ returned in ``problems``, which the RunnerPool resource turns into an error of t
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +39,15 @@ from ..inputs.runner import (
     input_differs,
     runner_spec,
 )
-from ..kube.client import PodAlreadyExists, PodRejected, describe
+from ..kube.client import (
+    KubeconfigNotFound,
+    NamespaceUnusable,
+    PodAlreadyExists,
+    PodRejected,
+    describe,
+    kubeconfig_file,
+    unusable_namespace,
+)
 from ..kube.manifests import POOL_LABEL
 from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
 from ..kube.runner_secret import SecretNotOurs
@@ -68,6 +77,10 @@ POOL_RULES: dict[str, validation.Rule] = {
 REPLACE_ON = ("github_url", "namespace", "pool_name")
 # A change rotates runners (or adds and removes them) in an update of the pool.
 ROLL_ON = ("token_hash", *SPEC_FIELDS, "replicas", "max_unavailable")
+log = logging.getLogger(__name__)
+# No cluster configured, or no namespace there: found before anything is written, and no retry helps, so the call
+# fails as it is instead of recording an unconverged pool that asks for another `pulumi up`.
+NOWHERE_TO_RUN = (KubeconfigNotFound, NamespaceUnusable)
 SEEN_BY_REFRESH = "seen by refresh: "  # marks the problems a refresh found, which the next refresh replaces
 
 
@@ -103,6 +116,14 @@ class RunnerPoolProvider(ResourceProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         tear_down = tear_down_refill_pool if _refills(props) else tear_down_pool
         inputs = _inputs(props)
+        if not props.get("runners") and not props.get("job"):
+            try:
+                kubeconfig_file(inputs.endpoint.kubeconfig)
+            except KubeconfigNotFound:
+                # A pool whose create never reached a cluster (an earlier version recorded such a failed create
+                # in the state): no runner of it was made anywhere, so there is nothing to take down.
+                log.info("pool %s: no runner of it was made and no cluster is configured: nothing to take down", _id)
+                return
         with connect(inputs.endpoint) as clients:
             problems = tear_down(
                 _pool_spec(props, inputs),
@@ -223,10 +244,12 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
             if olds is not None and _refills(olds):  # its Job first, so that nothing refills it meanwhile
                 problems = retire_jobs(spec, clients.runners, clients.kube, clock, inputs.timeouts)
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, inputs.timeouts)
-    except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound):
+    except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound, *NOWHERE_TO_RUN):
         raise  # raised before anything was touched: the names are another's, the pod or group is refused
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
+            if (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
+                raise unusable from None
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
     return {
         **_outputs(props, spec),
@@ -248,9 +271,11 @@ def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds
             result = reconcile_refill_pool(
                 spec, recorded, token_changed, clients.runners, clients.kube, clock, inputs.timeouts
             )
-    except (PodAlreadyExists, PodRejected, SecretNotOurs):
+    except (PodAlreadyExists, PodRejected, SecretNotOurs, *NOWHERE_TO_RUN):
         raise  # raised before anything was touched
     except Exception as error:
+        if (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
+            raise unusable from None  # before anything was touched: the first call in the namespace is refused
         was = olds or {}
         return {
             **_outputs(props, spec),

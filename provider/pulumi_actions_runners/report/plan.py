@@ -20,6 +20,7 @@ from ..kube.pod_state import ENDED_PHASES
 from ..lifecycle.pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
 from ..plugin.properties import PACKAGE, core_names
 from ..unknowns import holds_unknown
+from ..wording import counted
 from .phrase import Phrase, Value, joined
 
 TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"
@@ -463,13 +464,28 @@ def _token_change(op: str, name: str, old: dict, new: dict, replace_reasons: lis
         change.action, change.what = "renew", "renew the registration token"
         expires = old.get("expires_at")
         change.reasons = [
-            Phrase("it expires at ", Value(expires), ", within ", Value("refresh_before_seconds"))
-            if key == "expires_at" and expires
-            else _why(key, old, new)
+            _falls_due(expires, old, new) if key == "expires_at" and expires else _why(key, old, new)
             for key in replace_reasons
         ] or ["its inputs changed"]
         change.writes.tokens = 1
     return change
+
+
+def _falls_due(expires: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Phrase:
+    """Why a token is renewed: it falls due. A changed refresh_before_seconds is said as the setting that made it
+    due now, not as a cause of its own (the preview's `[diff: ~refresh_before_seconds]` names only what changed)."""
+    before, now = old.get("refresh_before_seconds"), new.get("refresh_before_seconds")
+    if before is not None and _known(now) is not None and before != now:
+        return Phrase(
+            "it expires at ",
+            Value(expires),
+            ", within refresh_before_seconds, now ",
+            Value(str(now)),
+            " (was ",
+            Value(str(before)),
+            ")",
+        )
+    return Phrase("it expires at ", Value(expires), ", within ", Value("refresh_before_seconds"))
 
 
 # -- words --------------------------------------------------------------------------------------------------
@@ -537,4 +553,4 @@ def _known(value: Any) -> Any:
 
 def runners_phrase(count: int) -> str:
     """ "1 runner", "3 runners"."""
-    return f"{count} runner{'' if count == 1 else 's'}"
+    return counted(count, "runner")
