@@ -44,7 +44,7 @@ plugin: setup
 
 # The package's wheel and sdist (the wheel's path on the last line), for `pip install WHEEL -c constraints.txt`.
 wheel: setup
-	tools/wheel.sh
+	tools/wheel.sh $(OUT)
 
 # sdk/: the schema and the SDKs `pulumi package gen-sdk` makes of it; tests/test_plugin_sdks.py checks they are current.
 sdk: setup

@@ -137,6 +137,9 @@ def up_while_busy(stack: PulumiWorkspace, sim: Simulator, runner_name: str, runn
             timeout=REFUSAL_WAIT_SECONDS,
         )
         time.sleep(HELD_AFTER_REFUSAL_SECONDS)
+    except BaseException:
+        update.stop()  # not left running past the test
+        raise
     finally:
         sim.github.finish_job(runner_name)
     return update.wait().stdout

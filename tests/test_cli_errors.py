@@ -74,13 +74,14 @@ def test_a_namespace_that_does_not_exist_or_is_not_granted_says_so_and_records_n
     assert pools(stack) == [] and sim.github.runners() == []
 
 
-def test_a_pool_that_never_made_a_runner_is_replaced_though_its_old_settings_reach_no_cluster(
-    stack: PulumiWorkspace, sim: Simulator
+def test_a_pool_whose_create_never_reached_a_cluster_is_replaced_though_its_old_settings_reach_none(
+    stack: PulumiWorkspace, sim: Simulator, tmp_path: Path
 ) -> None:
-    """As an earlier version left a pool whose create failed: in the state with no runner. Its settings named no
-    cluster (KUBECONFIG did, and is gone); a new kubeconfig input and namespace replace it, and the delete that
-    uses the old settings finds nothing to take down instead of failing the stack."""
-    stack.env["KUBECONFIG"] = str(sim.kubeconfig)
+    """0.1.0 recorded a pool whose create failed for want of a kubeconfig: in the state with no runner, and the
+    Kubernetes client's words as its problem. A new kubeconfig input and namespace replace it, and the delete, which
+    uses the old settings (no cluster), finds nothing to take down instead of failing the stack. A pool whose
+    create did reach a cluster is not taken for one: its delete with no cluster says what to set."""
+    stack.env["KUBECONFIG"] = str(sim.kubeconfig)  # reached, through the environment; GitHub then fails
     sim.github.fail_next(500, count=5, method="GET", path_regex=r"/actions/runners$")  # a try and 4 retries
     failed = stack.run("up", "--yes", check=False)
     assert failed.returncode != 0 and "did not converge, 1 problem " in failed.stdout + failed.stderr
@@ -90,7 +91,16 @@ def test_a_pool_that_never_made_a_runner_is_replaced_though_its_old_settings_rea
     del stack.env["KUBECONFIG"]
     stack.run("config", "set", "kubeconfig", str(sim.kubeconfig))
     stack.run("config", "set", "namespace", OTHER_NAMESPACE)
+    refused = stack.run("up", "--yes", check=False)
+    assert refused.returncode != 0 and "no kubeconfig found" in refused.stdout + refused.stderr
+    assert pools(stack)[0]["inputs"]["namespace"] == sim.namespace  # kept: it could have left something there
+
+    state = json.loads(stack.run("stack", "export").stdout)
+    [pool] = [r for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerPool")]
+    pool["outputs"]["problems"] = [f"pool {pool['outputs']['pool_name']}: Service host/port is not set."]  # 0.1.0's
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    stack.run("stack", "import", "--file", str(tmp_path / "state.json"))
     up = stack.run("up", "--yes").stdout
-    assert "nothing to take down" in up and "Traceback" not in up, up
+    assert "its create never reached a cluster" in up and "Traceback" not in up, up
     [pool] = pools(stack)
     assert pool["inputs"]["namespace"] == OTHER_NAMESPACE and len(pool["outputs"]["runners"]) == 2

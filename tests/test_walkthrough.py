@@ -33,7 +33,8 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
         **tools,
         "PATH": "/usr/local/bin:/usr/bin:/bin",  # not the checkout's .venv: the walkthrough's own virtualenv serves
         "HOME": str(home),
-        "TMPDIR": str(tmp_path),  # the simulator's settings file, beside nobody else's
+        "TMPDIR": str(tmp_path),
+        "PIP_CACHE_DIR": str(Path.home() / ".cache" / "pip"),  # this machine's downloads, not the empty home's
         "CHECKOUT": str(ROOT),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",

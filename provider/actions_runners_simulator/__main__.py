@@ -19,10 +19,12 @@ from .tools import TOOLS, ToolMissing, tool_dirs
 
 SERVE = """The simulated GitHub (a runner-API double on loopback) and a real Kubernetes API server with its
 controller manager, a kubelet stand-in and a simulated runner in each runner pod. It prints one JSON line:
-github_url (the github_url input), github_token (GITHUB_TOKEN, or the github_token input), github_app_id,
-github_app_installation_id and github_app_private_key_file (its GitHub App), kubeconfig (KUBECONFIG, or the
-kubeconfig input) and namespace (made for the runners). A `report` line on stdin is answered with the jobs lost
-and the pods' events, as is its exit."""
+github_url (the github_url input), github_api_url (where the double serves GitHub's REST API), github_token
+(GITHUB_TOKEN, or the github_token input), github_app_id, github_app_installation_id and
+github_app_private_key_file (its GitHub App), kube_api (the API server), kubeconfig (KUBECONFIG, or the
+kubeconfig input) and namespace (made for the runners, unless --no-namespace). `env` and `job` find a running
+simulator by itself. A `report` line on stdin is answered with the jobs lost and the pods' events, as is its
+exit (SIGTERM, SIGHUP or Ctrl-C)."""
 JOB = """A CI job on a runner of the running simulator: while it runs, GitHub answers RemoveRunner with 422 and the
 provider leaves the runner's pod alone. `start` holds the job until `finish` (or for --seconds)."""
 
@@ -58,12 +60,17 @@ def serve(token_lifetime: float, namespace: str | None) -> int:
             "kubeconfig": str(sim.kubeconfig),
             "namespace": namespace or sim.namespace,
         }
-        control.publish(info)
+        if not control.publish(info):
+            print(
+                f"another simulator is published in {control.info_file()}: `env` and `job` reach that one",
+                file=sys.stderr,
+            )
         try:
             print(json.dumps(info), flush=True)
             threading.Thread(target=answer_reports, args=(sim,), name="reports", daemon=True).start()
             stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(stop_signal, lambda *_: stop.set())
             with contextlib.suppress(KeyboardInterrupt):
                 stop.wait()
         finally:
@@ -115,10 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     tools = commands.add_parser(
         "tools", help="find or build the test bed's binaries (tools/*/build.sh); print NAME_DIR=FOLDER lines"
     )
+    tools.add_argument("names", nargs="*", choices=[[], *TOOLS], metavar="NAME", help=f"of {', '.join(TOOLS)}: all")
     tools.add_argument(
         "--shell", action="store_true", help="print export lines instead, PATH with pulumi and its language hosts"
     )
     args = parser.parse_args(argv)
+    if args.command == "job" and args.action == "start" and args.after_refusal is not None:
+        parser.error("--after-refusal goes with `job finish`")
     try:
         return run(args)
     except ToolMissing as error:
@@ -131,12 +141,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "tools":
-        folders = tool_dirs(*TOOLS)
-        for name, folder in folders.items():
-            print(f"{'export ' if args.shell else ''}{TOOLS[name][0]}={shlex.quote(str(folder))}")
+        folders = tool_dirs(*(args.names or TOOLS))
+        for name, folder in folders.items():  # as `env` takes them (the Makefile), or quoted for a shell
+            print(f"export {TOOLS[name][0]}={shlex.quote(str(folder))}" if args.shell else f"{TOOLS[name][0]}={folder}")
         if args.shell:
-            on_path = [str(folders[name]) for name in ("pulumi", "pulumi-yaml", "pulumi-languages")]
-            print(f'export PATH={shlex.quote(os.pathsep.join(on_path))}{os.pathsep}"$PATH"')
+            hosts = [str(folders[name]) for name in ("pulumi", "pulumi-yaml", "pulumi-languages") if name in folders]
+            print(f'export PATH={shlex.quote(os.pathsep.join(hosts))}{os.pathsep}"$PATH"')
         return 0
     if args.command == "job":
         print(control.job(args.action, args.runner, args.seconds, after_refusal=args.after_refusal))

@@ -1,13 +1,14 @@
 """A running simulator, from another process: `serve` leaves its JSON line in a file of the user's own while it
-runs, so that `actions-runners-simulator job start RUNNER` finds it with no address to copy; jobs are started and
-finished through the GitHub double's control endpoint (``/_simulator/jobs``)."""
+runs (in a folder only the user may enter), so that `actions-runners-simulator job start RUNNER` finds it with no
+address to copy; jobs are started and finished through the GitHub double's control endpoint (``/_simulator/jobs``).
+One simulator is published at a time: another `serve` meanwhile runs unpublished."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,20 +26,42 @@ class NoSimulator(Exception):
 
 
 def info_file() -> Path:
-    return Path(tempfile.gettempdir()) / f"actions-runners-simulator-{os.getuid()}.json"
+    """In ``$XDG_RUNTIME_DIR`` (the user's own), else under ``~/.cache``: never a folder other users may write."""
+    root = Path(os.environ.get("XDG_RUNTIME_DIR") or Path.home() / ".cache")
+    return root / "pulumi-actions-runners" / "simulator.json"
 
 
-def publish(info: dict[str, Any]) -> Path:
-    """Write the JSON line `serve` prints, readable by this user alone (it holds the simulator's credential)."""
+def publish(info: dict[str, Any]) -> bool:
+    """Write the JSON line `serve` prints with this process's id, readable by this user alone (it holds the
+    simulator's credential); False, writing nothing, when another simulator that still runs is published."""
     path = info_file()
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        if _alive(json.loads(path.read_text())["pid"]):
+            return False
+    work = path.with_name(f".{path.name}.{os.getpid()}")
+    descriptor = os.open(work, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
-        json.dump(info, out)
-    return path
+        json.dump({**info, "pid": os.getpid()}, out)
+    work.replace(path)
+    return True
 
 
 def withdraw() -> None:
-    info_file().unlink(missing_ok=True)
+    """Remove the file if it is this process's (a later `serve` may have published its own since)."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        if json.loads(info_file().read_text())["pid"] == os.getpid():
+            info_file().unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def running(wait_seconds: float = 0.0) -> dict[str, Any]:
@@ -49,7 +72,7 @@ def running(wait_seconds: float = 0.0) -> dict[str, Any]:
             info = json.loads(info_file().read_text())
             requests.get(_control(info) + "/runners", timeout=REQUEST_SECONDS).raise_for_status()
             return info
-        except (OSError, ValueError, requests.RequestException):
+        except (OSError, ValueError, KeyError, requests.RequestException):
             if time.monotonic() >= deadline:
                 raise NoSimulator(
                     f"no simulator answers (waited {wait_seconds:g} s for {info_file()} and its GitHub): start one "
@@ -86,7 +109,7 @@ def job(action: str, runner_name: str, seconds: float | None = None, *, after_re
     except requests.RequestException as error:
         raise NoSimulator(f"the simulator at {control} did not answer: {error}") from None
     if answer.status_code >= 400:
-        raise NoSimulator(f"the simulator refused: {answer.json().get('message', answer.text)}")
+        raise NoSimulator(f"the simulator refused ({answer.status_code}): {answer.text.strip()}")
     if action == "finish":
         return f"{waited}the job on {runner_name} has finished"
     held = (
@@ -113,6 +136,9 @@ def _refused(info: dict[str, Any], runner_name: str, wait_seconds: float) -> str
 
 
 def _get(info: dict[str, Any], what: str) -> Any:
-    answer = requests.get(f"{_control(info)}/{what}", timeout=REQUEST_SECONDS)
-    answer.raise_for_status()
-    return answer.json()
+    try:
+        answer = requests.get(f"{_control(info)}/{what}", timeout=REQUEST_SECONDS)
+        answer.raise_for_status()
+        return answer.json()
+    except (requests.RequestException, ValueError) as error:
+        raise NoSimulator(f"the simulator did not answer {what}: {error}") from None

@@ -192,7 +192,11 @@ def banner(text: str) -> None:
 def run(runners: int = 3, *, github_app: bool = False) -> int:
     # Found, or all built at once (a first build takes minutes, and says so); each step waits only for its own.
     tools = ToolBuilds("kube", "pulumi", "pulumi-yaml")
-    simulator = SimulatorProcess(tools.get("kube"))
+    try:
+        simulator = SimulatorProcess(tools.get("kube"))
+    except BaseException:
+        tools.stop()  # the other builds, which nobody will wait for now
+        raise
     failure = None
     try:
         sim = simulator.info
@@ -210,6 +214,7 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
     except (DemoFailed, PulumiFailed, ToolMissing) as error:  # a build still under way may fail
         failure = str(error)
     finally:
+        tools.stop()
         summary = simulator.stop()
     print(f"\nJobs lost in the whole tour (the simulator's jobs_killed at exit): {len(summary['jobs_killed'])}")
     if summary["jobs_killed"] and not failure:

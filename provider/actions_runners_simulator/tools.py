@@ -17,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -67,7 +69,19 @@ COLD_BUILD_SECONDS = {
 # A build script that builds says so on its first line (tools/cache.sh's build_into); one that finds its tool
 # prints nothing there and exits within a second or two.
 BUILDING = re.compile(r"^building (?P<what>.*) into (?P<cache>\S+) \(once")
-DECIDE_SECONDS = 30.0
+DECIDE_SECONDS = 30.0  # for every script together to say whether it builds
+STOP_SECONDS = 10.0
+
+
+@dataclass
+class _Build:
+    """A build script running, and what its first stderr line said (whether and what it builds)."""
+
+    process: subprocess.Popen[str]
+    first_line: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    settled: threading.Event = field(default_factory=threading.Event)  # the announcement is made, or given up
+    announced: bool = False
+    passing_on: threading.Thread | None = None
 
 
 class ToolBuilds:
@@ -77,9 +91,7 @@ class ToolBuilds:
     def __init__(self, *names: str) -> None:
         self._names = names
         self.found: dict[str, Path] = {}
-        self._building: dict[str, subprocess.Popen[str]] = {}
-        self._first_lines: dict[str, queue.Queue[str | None]] = {}
-        self._passing_on: dict[str, threading.Thread] = {}
+        self._builds: dict[str, _Build] = {}
         for name in names:
             variable, script, binary = TOOLS[name]
             if os.environ.get(variable):
@@ -89,6 +101,7 @@ class ToolBuilds:
             elif on_path := shutil.which(binary):
                 self.found[name] = Path(on_path).parent
             else:
+                self.stop()
                 raise ToolMissing(
                     f"this needs {WHAT[name]}: {binary} is not on PATH, and {variable} does not name its folder. Put "
                     f"it on PATH or set {variable}; or run this from a checkout of pulumi-actions-runners, where "
@@ -99,45 +112,50 @@ class ToolBuilds:
 
     def _start(self, name: str, script: Path) -> None:
         process = subprocess.Popen([str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        first: queue.Queue[str | None] = queue.Queue()
-        passing_on = threading.Thread(target=_pass_on, args=(process, first), name=f"build-{name}", daemon=True)
-        passing_on.start()
-        self._passing_on[name] = passing_on
-        self._building[name] = process
-        self._first_lines[name] = first
+        build = _Build(process)
+        build.passing_on = threading.Thread(target=_pass_on, args=(build,), name=f"build-{name}", daemon=True)
+        build.passing_on.start()
+        self._builds[name] = build
 
     def _announce(self) -> None:
-        """One message for every build about to run, with how long each took cold; the scripts' own "building"
-        lines are not passed on."""
+        """One message for every build about to run, with how long each took cold, before any build's own output
+        (held until then); a build whose script had not said within DECIDE_SECONDS says so itself."""
         builds = []
-        for name, first in self._first_lines.items():
-            try:
-                line = first.get(timeout=DECIDE_SECONDS)
-            except queue.Empty:
-                continue  # still deciding: its own output will say
-            if line is not None and (match := BUILDING.match(line)):
-                builds.append((name, match["what"], Path(match["cache"]).parent))
-        if not builds:
-            return
-        listed = ", ".join(f"{what} (cold: {_minutes(COLD_BUILD_SECONDS[name])})" for name, what, _ in builds)
-        longest = max(COLD_BUILD_SECONDS[name] for name, _, _ in builds)
-        print(
-            f"Building from Go modules, once, into {builds[0][2]}: {listed}. With empty Go caches on 2 cores, "
-            f"expect about {_minutes(longest)}{' for them all (they build at once)' if len(builds) > 1 else ''}; "
-            "less with Go's caches warm. Later runs find them in under a second.",
-            file=sys.stderr,
-            flush=True,
-        )
+        deadline = time.monotonic() + DECIDE_SECONDS
+        try:
+            for name, build in self._builds.items():
+                try:
+                    line = build.first_line.get(timeout=max(deadline - time.monotonic(), 0.0))
+                except queue.Empty:
+                    continue
+                if line is not None and (match := BUILDING.match(line)):
+                    build.announced = True
+                    builds.append((name, match["what"], Path(match["cache"]).parent))
+            if builds:
+                listed = ", ".join(f"{what} (cold: {_minutes(COLD_BUILD_SECONDS[name])})" for name, what, _ in builds)
+                longest = max(COLD_BUILD_SECONDS[name] for name, _, _ in builds)
+                together = " for them all (they build at once)" if len(builds) > 1 else ""
+                print(
+                    f"Building from Go modules, once, into {builds[0][2]}: {listed}. With empty Go caches on 2 cores, "
+                    f"expect about {_minutes(longest)}{together}; less with Go's caches warm. Later runs find them "
+                    "in under a second.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        finally:
+            for build in self._builds.values():
+                build.settled.set()
 
     def get(self, name: str) -> Path:
         """The tool's folder, once its build (if any) has ended."""
         if name not in self.found:
-            process = self._building[name]
-            output = process.stdout.read() if process.stdout is not None else ""
-            process.wait()
-            self._passing_on[name].join()  # its last lines ("built … in N s") before whatever comes next
-            if process.returncode != 0:
-                raise ToolMissing(f"{TOOLS[name][1]} failed (exit {process.returncode}); its output is above")
+            build = self._builds[name]
+            output = build.process.stdout.read() if build.process.stdout is not None else ""
+            build.process.wait()
+            if build.passing_on is not None:
+                build.passing_on.join()  # its last lines ("built … in N s") before whatever comes next
+            if build.process.returncode != 0:
+                raise ToolMissing(f"{TOOLS[name][1]} failed (exit {build.process.returncode}); its output is above")
             self.found[name] = Path(output.strip().splitlines()[-1])
         return self.found[name]
 
@@ -153,15 +171,26 @@ class ToolBuilds:
             raise ToolMissing("; ".join(failed))
         return {name: self.found[name] for name in self._names}
 
+    def stop(self) -> None:
+        """Builds still running are stopped (a caller that failed will not wait for them); a stopped build leaves
+        nothing in the cache (tools/cache.sh builds into a folder of its own first)."""
+        for build in self._builds.values():
+            if build.process.poll() is None:
+                build.process.terminate()
+                build.process.wait(timeout=STOP_SECONDS)
 
-def _pass_on(process: subprocess.Popen[str], first: queue.Queue[str | None]) -> None:
-    """A build script's progress to our stderr, but its first line (what it builds, if it builds) to ``first``."""
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    first.put(line or None)
-    if line and not BUILDING.match(line):
+
+def _pass_on(build: _Build) -> None:
+    """A build script's progress to our stderr, after the announcement; its first line, what it builds if it
+    builds, goes to the announcement, or to stderr as it is if the announcement left it out."""
+    stderr = build.process.stderr
+    assert stderr is not None
+    line = stderr.readline()
+    build.first_line.put(line or None)
+    build.settled.wait(timeout=DECIDE_SECONDS + STOP_SECONDS)
+    if line and not build.announced:
         sys.stderr.write(line)
-    for line in process.stderr:
+    for line in stderr:
         sys.stderr.write(line)
     sys.stderr.flush()
 

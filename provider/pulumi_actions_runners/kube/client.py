@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # what load_incluster_config reads
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds: an API server that never answers must not hang a call
 MERGE_PATCH = "application/merge-patch+json"  # the client would send a JSON patch (a list of operations)
 CONNECTION_POOL_SIZE = 64  # a pool rotates hundreds of runners from as many threads; the default is 5 x cores
@@ -102,24 +103,27 @@ def kubeconfig_file(kubeconfig: str | None) -> str | None:
     """The kubeconfig the provider uses: the ``kubeconfig`` input, else ``KUBECONFIG``, else ``~/.kube/config``;
     None in a pod of a cluster with none of them (its service account). `KubeconfigNotFound` when there is
     nothing at all, or a file named does not exist."""
+    # As the client reads them: a list of paths (KUBECONFIG's separator), each with ~ expanded, merged.
     if kubeconfig:
-        if not os.path.isfile(os.path.expanduser(kubeconfig)):
-            raise KubeconfigNotFound(f"the kubeconfig input names {kubeconfig}, which is not a file{_SET_IT}")
-        return os.path.expanduser(kubeconfig)
+        if not _any_exists(kubeconfig):
+            raise KubeconfigNotFound(f"the kubeconfig input names {kubeconfig}, which does not exist{_SET_IT}")
+        return kubeconfig
     if named := os.environ.get("KUBECONFIG"):
-        files = [f for f in named.split(os.pathsep) if f]
-        if not any(os.path.isfile(f) for f in files):
-            raise KubeconfigNotFound(f"KUBECONFIG names {named}, which is not a file{_SET_IT}")
+        if not _any_exists(named):
+            raise KubeconfigNotFound(f"KUBECONFIG names {named}, which does not exist{_SET_IT}")
         return named
-    default = os.path.expanduser(DEFAULT_KUBECONFIG)
-    if os.path.isfile(default):
-        return default
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return None  # in a cluster: its service account
+    if _any_exists(DEFAULT_KUBECONFIG):
+        return DEFAULT_KUBECONFIG
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(SERVICE_ACCOUNT_TOKEN):
+        return None  # in a pod of a cluster, with its service account's token mounted
     raise KubeconfigNotFound(
         f"no kubeconfig found: the kubeconfig input is not set, KUBECONFIG is not set, {DEFAULT_KUBECONFIG} does "
-        f"not exist, and this is not a pod in a cluster (KUBERNETES_SERVICE_HOST is not set){_SET_IT}"
+        f"not exist, and this is not a pod of a cluster with a service account token ({SERVICE_ACCOUNT_TOKEN}){_SET_IT}"
     )
+
+
+def _any_exists(paths: str) -> bool:
+    return any(os.path.exists(os.path.expanduser(path)) for path in paths.split(os.pathsep) if path)
 
 
 _SET_IT = (
@@ -207,6 +211,16 @@ class KubeClient:
         except ApiException as error:
             if error.status == 404:
                 return None
+            raise
+
+    def check_namespace(self, namespace: str) -> None:
+        """NamespaceUnusable when the first call in the runners' namespace is refused (a pool's update makes it
+        before it touches anything): one pod listed, of any."""
+        try:
+            self._core.list_namespaced_pod(namespace, limit=1, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as error:
+            if (unusable := unusable_namespace(error, namespace)) is not None:
+                raise unusable from None
             raise
 
     def list_pods(self, namespace: str, label_selector: str) -> list[client.V1Pod]:

@@ -46,7 +46,6 @@ from ..kube.client import (
     PodRejected,
     describe,
     kubeconfig_file,
-    unusable_namespace,
 )
 from ..kube.manifests import POOL_LABEL
 from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
@@ -81,6 +80,9 @@ log = logging.getLogger(__name__)
 # No cluster configured, or no namespace there: found before anything is written, and no retry helps, so the call
 # fails as it is instead of recording an unconverged pool that asks for another `pulumi up`.
 NOWHERE_TO_RUN = (KubeconfigNotFound, NamespaceUnusable)
+# The Kubernetes client's messages when it finds no configuration (config.ConfigException), which 0.1.0 recorded
+# as a pool's problem after a create that never reached a cluster.
+NO_KUBECONFIG_WORDS = ("Service host/port is not set", "Service token file does not exist", "Invalid kube-config file")
 SEEN_BY_REFRESH = "seen by refresh: "  # marks the problems a refresh found, which the next refresh replaces
 
 
@@ -116,13 +118,13 @@ class RunnerPoolProvider(ResourceProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         tear_down = tear_down_refill_pool if _refills(props) else tear_down_pool
         inputs = _inputs(props)
-        if not props.get("runners") and not props.get("job"):
+        if _never_reached_a_cluster(props):
             try:
                 kubeconfig_file(inputs.endpoint.kubeconfig)
             except KubeconfigNotFound:
-                # A pool whose create never reached a cluster (an earlier version recorded such a failed create
-                # in the state): no runner of it was made anywhere, so there is nothing to take down.
-                log.info("pool %s: no runner of it was made and no cluster is configured: nothing to take down", _id)
+                log.info(
+                    "pool %s: its create never reached a cluster, and none is configured: nothing to take down", _id
+                )
                 return
         with connect(inputs.endpoint) as clients:
             problems = tear_down(
@@ -224,6 +226,20 @@ def _refill_failures(inputs: dict[str, Any]) -> list[tuple[str, str]]:
     return failures
 
 
+def _never_reached_a_cluster(props: dict[str, Any]) -> bool:
+    """A pool whose create failed before its first Kubernetes call, as 0.1.0 recorded it: no runner, no Job, and
+    no problem but the Kubernetes client's words for a missing kubeconfig. It made nothing anywhere (its runners'
+    Secrets and pods come after that call), so its delete needs no cluster."""
+    problems = props.get("problems") or []
+    return (
+        not _refills(props)
+        and not props.get("runners")
+        and not props.get("job")
+        and bool(problems)
+        and all(any(words in problem for words in NO_KUBECONFIG_WORDS) for problem in problems)
+    )
+
+
 def _recorded(props: dict[str, Any]) -> list[PoolRunner]:
     """The runners the state lists that a pool made itself (a refilling pool's Job makes the others)."""
     return [PoolRunner.of_output(r) for r in props.get("runners") or [] if not r.get("job")]
@@ -240,6 +256,7 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
     problems: list[str] = []
     try:
         with connect(inputs.endpoint) as clients:
+            clients.kube.check_namespace(spec.template.namespace)  # NamespaceUnusable: nothing touched yet
             spec = _pool_spec(props, inputs, inputs.start_tokens(clients.github, clients.fresh_tokens, clock))
             if olds is not None and _refills(olds):  # its Job first, so that nothing refills it meanwhile
                 problems = retire_jobs(spec, clients.runners, clients.kube, clock, inputs.timeouts)
@@ -248,8 +265,6 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
         raise  # raised before anything was touched: the names are another's, the pod or group is refused
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
-            if (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
-                raise unusable from None
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
     return {
         **_outputs(props, spec),
@@ -267,6 +282,7 @@ def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds
     token_changed = olds is not None and olds.get("token_hash") != props.get("token_hash")
     try:
         with connect(inputs.endpoint) as clients:
+            clients.kube.check_namespace(spec.template.namespace)  # NamespaceUnusable: nothing touched yet
             spec = _pool_spec(props, inputs, inputs.start_tokens(clients.github, clients.fresh_tokens, clock))
             result = reconcile_refill_pool(
                 spec, recorded, token_changed, clients.runners, clients.kube, clock, inputs.timeouts
@@ -274,8 +290,6 @@ def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds
     except (PodAlreadyExists, PodRejected, SecretNotOurs, *NOWHERE_TO_RUN):
         raise  # raised before anything was touched
     except Exception as error:
-        if (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
-            raise unusable from None  # before anything was touched: the first call in the namespace is refused
         was = olds or {}
         return {
             **_outputs(props, spec),
