@@ -28,7 +28,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert script.count("pulumi up --yes") == 3 and "job start fleet-0" in script
     home = tmp_path / "home"
     home.mkdir()
-    tools = {TOOLS[name][0]: str(folder) for name, folder in tool_dirs(*TOOLS).items()}  # found: nothing to build
+    tools = {TOOLS[name].variable: str(folder) for name, folder in tool_dirs(*TOOLS).items()}  # found: nothing to build
     env = {
         **tools,
         "PATH": "/usr/local/bin:/usr/bin:/bin",  # not the checkout's .venv: the walkthrough's own virtualenv serves

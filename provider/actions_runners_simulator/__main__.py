@@ -143,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "tools":
         folders = tool_dirs(*(args.names or TOOLS))
         for name, folder in folders.items():  # as `env` takes them (the Makefile), or quoted for a shell
-            print(f"export {TOOLS[name][0]}={shlex.quote(str(folder))}" if args.shell else f"{TOOLS[name][0]}={folder}")
+            print(
+                f"export {TOOLS[name].variable}={shlex.quote(str(folder))}"
+                if args.shell
+                else f"{TOOLS[name].variable}={folder}"
+            )
         if args.shell:
             hosts = [str(folders[name]) for name in ("pulumi", "pulumi-yaml", "pulumi-languages") if name in folders]
             print(f'export PATH={shlex.quote(os.pathsep.join(hosts))}{os.pathsep}"$PATH"')

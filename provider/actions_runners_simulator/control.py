@@ -70,7 +70,7 @@ def running(wait_seconds: float = 0.0) -> dict[str, Any]:
     while True:
         try:
             info = json.loads(info_file().read_text())
-            requests.get(_control(info) + "/runners", timeout=REQUEST_SECONDS).raise_for_status()
+            requests.get(control_url(info) + "/runners", timeout=REQUEST_SECONDS).raise_for_status()
             return info
         except (OSError, ValueError, KeyError, requests.RequestException):
             if time.monotonic() >= deadline:
@@ -88,8 +88,17 @@ def environment(wait_seconds: float) -> str:
     return f"export {exports}"
 
 
-def _control(info: dict[str, Any]) -> str:
+def control_url(info: dict[str, Any]) -> str:
+    """The GitHub double's control endpoint, from `serve`'s settings."""
     return info["github_api_url"].removesuffix("/api/v3") + "/_simulator"
+
+
+def post_job(control: str, path: str, runner_name: str, seconds: float | None = None) -> requests.Response:
+    """``jobs``: a job starts on the runner, held until finished (or for ``seconds``); ``jobs/finish``: it ends."""
+    payload: dict[str, Any] = {"runner_name": runner_name}
+    if path == "jobs":
+        payload["duration_seconds"] = seconds
+    return requests.post(f"{control}/{path}", json=payload, timeout=REQUEST_SECONDS)
 
 
 def job(action: str, runner_name: str, seconds: float | None = None, *, after_refusal: float | None = None) -> str:
@@ -98,16 +107,11 @@ def job(action: str, runner_name: str, seconds: float | None = None, *, after_re
     422 (waiting up to that many seconds), so that an update is seen waiting on it. NoSimulator when none runs
     or it refuses (no such runner, busy already, none to finish)."""
     info = running()
-    control = _control(info) + "/jobs"
     waited = "" if after_refusal is None else _refused(info, runner_name, after_refusal)
-    if action == "start":
-        url, payload = control, {"runner_name": runner_name, "duration_seconds": seconds}
-    else:
-        url, payload = f"{control}/finish", {"runner_name": runner_name}
     try:
-        answer = requests.post(url, json=payload, timeout=REQUEST_SECONDS)
+        answer = post_job(control_url(info), "jobs" if action == "start" else "jobs/finish", runner_name, seconds)
     except requests.RequestException as error:
-        raise NoSimulator(f"the simulator at {control} did not answer: {error}") from None
+        raise NoSimulator(f"the simulator at {control_url(info)} did not answer: {error}") from None
     if answer.status_code >= 400:
         raise NoSimulator(f"the simulator refused ({answer.status_code}): {answer.text.strip()}")
     if action == "finish":
@@ -137,7 +141,7 @@ def _refused(info: dict[str, Any], runner_name: str, wait_seconds: float) -> str
 
 def _get(info: dict[str, Any], what: str) -> Any:
     try:
-        answer = requests.get(f"{_control(info)}/{what}", timeout=REQUEST_SECONDS)
+        answer = requests.get(f"{control_url(info)}/{what}", timeout=REQUEST_SECONDS)
         answer.raise_for_status()
         return answer.json()
     except (requests.RequestException, ValueError) as error:

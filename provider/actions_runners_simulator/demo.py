@@ -25,6 +25,7 @@ from kubernetes import client, config
 
 from pulumi_actions_runners.kube.manifests import RUNNER_LABEL
 
+from . import control
 from .simulator import program_credentials
 from .tools import TOOLS, ToolBuilds, ToolMissing
 from .workspace import PulumiFailed, PulumiProcess, PulumiWorkspace, provider_plugin, yaml_host
@@ -135,10 +136,10 @@ class SimulatorProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, TOOLS["kube"][0]: str(kube_bin_dir)},
+            env={**os.environ, TOOLS["kube"].variable: str(kube_bin_dir)},
         )
         self.info: Json = json.loads(self._readline())
-        self.control = self.info["github_api_url"].removesuffix("/api/v3") + "/_simulator"
+        self.control = control.control_url(self.info)
         self._kube = config.new_client_from_config(config_file=self.info["kubeconfig"], persist_config=False)
         self._pods = client.CoreV1Api(self._kube)
 
@@ -161,8 +162,7 @@ class SimulatorProcess:
 
     def job(self, action: str, runner_name: str) -> requests.Response:
         """Start a held job on the runner (``jobs``), or end it (``jobs/finish``)."""
-        payload: Json = {"runner_name": runner_name} | ({"duration_seconds": None} if action == "jobs" else {})
-        return requests.post(f"{self.control}/{action}", json=payload, timeout=10)
+        return control.post_job(self.control, action, runner_name)
 
     def runner_pod(self, runner_name: str) -> Json:
         """The one pod labelled with the runner's name."""

@@ -34,37 +34,56 @@ class ToolMissing(Exception):
     pass
 
 
-# What each is, for a user who has to find it: the simulator (`serve`, `demo`) needs kube, the demo pulumi and
-# pulumi-yaml too.
-WHAT = {
-    "pulumi": "the pulumi CLI, v3.260.0 or a later v3, with its Python language host beside it (a Pulumi installation)",
-    "kube": "kube-apiserver, kube-controller-manager and etcd (Kubernetes v1.37, etcd v3.7), in one folder",
-    "pulumi-kubernetes": "pulumi-resource-kubernetes, the plugin of the pulumi_kubernetes SDK in requirements.txt",
-    "actionlint": "actionlint",
-    "pulumi-yaml": "Pulumi's YAML language host, pulumi-language-yaml v1.25.0",
-    "pulumi-languages": "the Node.js, Go and .NET language hosts",
-}
-# name: (environment variable, build script in a checkout, a file the folder must hold)
+@dataclass(frozen=True)
+class Tool:
+    variable: str  # the environment variable that names its folder
+    script: str  # its build script in a checkout
+    binary: str  # a file the folder must hold
+    what: str  # what it is, for a user who has to find it
+    # How long its cold build took on 2 cores with empty Go caches, which a first run says before it starts.
+    # pulumi, kube and pulumi-kubernetes were built together, as a first `make demo` or `make test` builds them (a
+    # fresh machine, 2026-12); the others alone (`tools/NAME/build.sh` with GOCACHE and GOMODCACHE empty).
+    cold_build_seconds: int
+
+
+# The simulator (`serve`, `demo`) needs kube; the demo pulumi and pulumi-yaml too; the tests all of them.
 TOOLS = {
-    "pulumi": ("PULUMI_CLI_DIR", "tools/pulumi/build.sh", "pulumi"),
-    "kube": ("KUBE_BIN_DIR", "tools/kube/build.sh", "kube-apiserver"),
-    "pulumi-kubernetes": ("PULUMI_KUBERNETES_DIR", "tools/pulumi-kubernetes/build.sh", "pulumi-resource-kubernetes"),
-    "actionlint": ("ACTIONLINT_DIR", "tools/actionlint/build.sh", "actionlint"),
-    "pulumi-yaml": ("PULUMI_YAML_DIR", "tools/pulumi-yaml/build.sh", "pulumi-language-yaml"),
-    "pulumi-languages": ("PULUMI_LANGUAGES_DIR", "tools/pulumi-languages/build.sh", "pulumi-language-nodejs"),
-}
-
-
-# How long each tool's cold build took on 2 cores with empty Go caches, what a first run says before it starts.
-# pulumi, kube and pulumi-kubernetes were built together, as a first `make demo` or `make test` builds them (a
-# fresh machine, 2026-12); the others alone (`tools/NAME/build.sh` with GOCACHE and GOMODCACHE empty).
-COLD_BUILD_SECONDS = {
-    "pulumi": 552,
-    "kube": 673,
-    "pulumi-kubernetes": 810,
-    "actionlint": 10,
-    "pulumi-yaml": 70,
-    "pulumi-languages": 77,
+    "pulumi": Tool(
+        "PULUMI_CLI_DIR",
+        "tools/pulumi/build.sh",
+        "pulumi",
+        "the pulumi CLI, v3.260.0 or a later v3, with its Python language host beside it (a Pulumi installation)",
+        552,
+    ),
+    "kube": Tool(
+        "KUBE_BIN_DIR",
+        "tools/kube/build.sh",
+        "kube-apiserver",
+        "kube-apiserver, kube-controller-manager and etcd (Kubernetes v1.37, etcd v3.7), in one folder",
+        673,
+    ),
+    "pulumi-kubernetes": Tool(
+        "PULUMI_KUBERNETES_DIR",
+        "tools/pulumi-kubernetes/build.sh",
+        "pulumi-resource-kubernetes",
+        "pulumi-resource-kubernetes, the plugin of the pulumi_kubernetes SDK in requirements.txt",
+        810,
+    ),
+    "actionlint": Tool("ACTIONLINT_DIR", "tools/actionlint/build.sh", "actionlint", "actionlint", 10),
+    "pulumi-yaml": Tool(
+        "PULUMI_YAML_DIR",
+        "tools/pulumi-yaml/build.sh",
+        "pulumi-language-yaml",
+        "Pulumi's YAML language host, pulumi-language-yaml v1.25.0",
+        70,
+    ),
+    "pulumi-languages": Tool(
+        "PULUMI_LANGUAGES_DIR",
+        "tools/pulumi-languages/build.sh",
+        "pulumi-language-nodejs",
+        "the Node.js, Go and .NET language hosts",
+        77,
+    ),
 }
 # A build script that builds says so on its first line (tools/cache.sh's build_into); one that finds its tool
 # prints nothing there and exits within a second or two.
@@ -93,20 +112,20 @@ class ToolBuilds:
         self.found: dict[str, Path] = {}
         self._builds: dict[str, _Build] = {}
         for name in names:
-            variable, script, binary = TOOLS[name]
-            if os.environ.get(variable):
-                self.found[name] = Path(os.environ[variable])
-            elif (PROJECT_DIR / script).is_file():
-                self._start(name, PROJECT_DIR / script)
-            elif on_path := shutil.which(binary):
+            tool = TOOLS[name]
+            if os.environ.get(tool.variable):
+                self.found[name] = Path(os.environ[tool.variable])
+            elif (PROJECT_DIR / tool.script).is_file():
+                self._start(name, PROJECT_DIR / tool.script)
+            elif on_path := shutil.which(tool.binary):
                 self.found[name] = Path(on_path).parent
             else:
                 self.stop()
                 raise ToolMissing(
-                    f"this needs {WHAT[name]}: {binary} is not on PATH, and {variable} does not name its folder. Put "
-                    f"it on PATH or set {variable}; or run this from a checkout of pulumi-actions-runners, where "
-                    f"{script} builds it once (`make demo` does; then `python -m actions_runners_simulator tools "
-                    "--shell` prints the settings for elsewhere)"
+                    f"this needs {tool.what}: {tool.binary} is not on PATH, and {tool.variable} does not name its "
+                    f"folder. Put it on PATH or set {tool.variable}; or run this from a checkout of "
+                    f"pulumi-actions-runners, where {tool.script} builds it once (`make demo` does; then "
+                    "`python -m actions_runners_simulator tools --shell` prints the settings for elsewhere)"
                 )
         self._announce()
 
@@ -132,8 +151,10 @@ class ToolBuilds:
                     build.announced = True
                     builds.append((name, match["what"], Path(match["cache"]).parent))
             if builds:
-                listed = ", ".join(f"{what} (cold: {_minutes(COLD_BUILD_SECONDS[name])})" for name, what, _ in builds)
-                longest = max(COLD_BUILD_SECONDS[name] for name, _, _ in builds)
+                listed = ", ".join(
+                    f"{what} (cold: {_minutes(TOOLS[name].cold_build_seconds)})" for name, what, _ in builds
+                )
+                longest = max(TOOLS[name].cold_build_seconds for name, _, _ in builds)
                 together = " for them all (they build at once)" if len(builds) > 1 else ""
                 print(
                     f"Building from Go modules, once, into {builds[0][2]}: {listed}. With empty Go caches on 2 cores, "
@@ -155,7 +176,7 @@ class ToolBuilds:
             if build.passing_on is not None:
                 build.passing_on.join()  # its last lines ("built … in N s") before whatever comes next
             if build.process.returncode != 0:
-                raise ToolMissing(f"{TOOLS[name][1]} failed (exit {build.process.returncode}); its output is above")
+                raise ToolMissing(f"{TOOLS[name].script} failed (exit {build.process.returncode}); its output is above")
             self.found[name] = Path(output.strip().splitlines()[-1])
         return self.found[name]
 

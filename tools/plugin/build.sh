@@ -4,18 +4,10 @@
 # `pulumi plugin install resource actions-runners VERSION --file ARCHIVE` takes it. OUT (default dist/) is where.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-out=$(mkdir -p "${1:-$root/dist}" && cd "${1:-$root/dist}" && pwd)
-python=${PYTHON:-$root/.venv/bin/python}
-version=$("$python" -c 'import importlib.metadata as m; print(m.version("pulumi-actions-runners"))')
+. "$here/../package.sh" "${1:-}"  # $root, $out, $python, $version; $work/source, a copy of provider/
 os=$(uname -s | tr '[:upper:]' '[:lower:]')
 arch=$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# The package is built from a copy, so that the checkout gains no build/ or *.egg-info.
-cp -r "$root/provider" "$work/source"
-rm -rf "$work/source/build" "$work/source/"*.egg-info
 mkdir "$work/plugin"
 cp "$here/pulumi-resource-actions-runners" "$work/plugin/"
 "$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$work/plugin/wheels" \
