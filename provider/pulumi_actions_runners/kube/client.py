@@ -213,16 +213,6 @@ class KubeClient:
                 return None
             raise
 
-    def check_namespace(self, namespace: str) -> None:
-        """NamespaceUnusable when the first call in the runners' namespace is refused (a pool's update makes it
-        before it touches anything): one pod listed, of any."""
-        try:
-            self._core.list_namespaced_pod(namespace, limit=1, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
-            if (unusable := unusable_namespace(error, namespace)) is not None:
-                raise unusable from None
-            raise
-
     def list_pods(self, namespace: str, label_selector: str) -> list[client.V1Pod]:
         return self._core.list_namespaced_pod(
             namespace, label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT

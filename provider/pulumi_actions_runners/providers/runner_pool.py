@@ -46,6 +46,7 @@ from ..kube.client import (
     PodRejected,
     describe,
     kubeconfig_file,
+    unusable_namespace,
 )
 from ..kube.manifests import POOL_LABEL
 from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
@@ -254,17 +255,20 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
     result: PoolResult | None = None
     clock = SystemClock()
     problems: list[str] = []
+    retired = False  # a refilling pool's Jobs retired: something in the namespace was touched
     try:
         with connect(inputs.endpoint) as clients:
-            clients.kube.check_namespace(spec.template.namespace)  # NamespaceUnusable: nothing touched yet
             spec = _pool_spec(props, inputs, inputs.start_tokens(clients.github, clients.fresh_tokens, clock))
             if olds is not None and _refills(olds):  # its Job first, so that nothing refills it meanwhile
+                retired = True
                 problems = retire_jobs(spec, clients.runners, clients.kube, clock, inputs.timeouts)
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, inputs.timeouts)
     except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound, *NOWHERE_TO_RUN):
         raise  # raised before anything was touched: the names are another's, the pod or group is refused
     except Exception as error:
         if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
+            if not retired and (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
+                raise unusable from None  # its first call in the namespace refused: nothing there is touched
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
     return {
         **_outputs(props, spec),
@@ -282,7 +286,6 @@ def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds
     token_changed = olds is not None and olds.get("token_hash") != props.get("token_hash")
     try:
         with connect(inputs.endpoint) as clients:
-            clients.kube.check_namespace(spec.template.namespace)  # NamespaceUnusable: nothing touched yet
             spec = _pool_spec(props, inputs, inputs.start_tokens(clients.github, clients.fresh_tokens, clock))
             result = reconcile_refill_pool(
                 spec, recorded, token_changed, clients.runners, clients.kube, clock, inputs.timeouts
