@@ -130,7 +130,9 @@ class ToolBuilds:
         self._announce()
 
     def _start(self, name: str, script: Path) -> None:
-        process = subprocess.Popen([str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            _one_at_a_time(name, script), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         build = _Build(process)
         build.passing_on = threading.Thread(target=_pass_on, args=(build,), name=f"build-{name}", daemon=True)
         build.passing_on.start()
@@ -199,6 +201,20 @@ class ToolBuilds:
             if build.process.poll() is None:
                 build.process.terminate()
                 build.process.wait(timeout=STOP_SECONDS)
+
+
+def _one_at_a_time(name: str, script: Path) -> list[str]:
+    """The build script's command, run under a lock of its own (util-linux's flock, where there is one): two
+    callers at once (two test runs, a test run and a demo) would each build the same tool from scratch, and on 2
+    cores each take several times as long; the second waits for the first, saying so, then finds its build."""
+    if shutil.which("flock") is None:
+        return [str(script)]
+    locks = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pulumi-actions-runners"
+    locks.mkdir(parents=True, exist_ok=True)
+    lock = locks / f"{name}.build.lock"
+    waiting = f"waiting for another build of {name} to end (it holds {lock})"
+    wrapper = 'exec 9>>"$3"; flock -n 9 || { echo "$1" >&2; flock 9; }; exec "$2"'  # the script holds fd 9
+    return ["bash", "-c", wrapper, "build", waiting, str(script), str(lock)]
 
 
 def _pass_on(build: _Build) -> None:
