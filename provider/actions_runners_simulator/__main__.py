@@ -44,6 +44,7 @@ def answer_reports(sim: Simulator) -> None:
 
 
 def serve(token_lifetime: float, namespace: str | None) -> int:
+    control.settings_folder()  # one that cannot be made the user's own is refused before anything starts
     namespaces = (namespace,) if namespace else ()
     with Simulator(token_lifetime=token_lifetime, namespaces=namespaces, fault_proxy=False) as sim:
         app_key_file = sim.workdir / "github-app.private-key.pem"
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     except control.NoSimulator as error:
         print(f"actions-runners-simulator: {error}", file=sys.stderr)
         return 1
+    except control.UnsafeFolder as error:
+        print(f"actions-runners-simulator: {error}", file=sys.stderr)
+        return 2
 
 
 def run(args: argparse.Namespace) -> int:

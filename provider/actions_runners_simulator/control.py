@@ -1,7 +1,9 @@
 """A running simulator, from another process: `serve` leaves its JSON line in a file of the user's own while it
-runs (in a folder only the user may enter), so that `actions-runners-simulator job start RUNNER` finds it with no
-address to copy; jobs are started and finished through the GitHub double's control endpoint (``/_simulator/jobs``).
-One simulator is published at a time: another `serve` meanwhile runs unpublished."""
+runs (in a folder of its own that only the user may enter, `settings_folder`), so that
+`actions-runners-simulator job start RUNNER` finds it with no address to copy; jobs are started and finished
+through the GitHub double's control endpoint (``/_simulator/jobs``). One simulator is published at a time:
+another `serve` meanwhile runs unpublished. A record counts only while the process that wrote it runs (`_alive`),
+not another that has since been given its pid."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import contextlib
 import json
 import os
 import shlex
+import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,44 +23,111 @@ REQUEST_SECONDS = 10
 POLL_SECONDS = 0.5
 # What a program and the provider read from the environment of pulumi, from `serve`'s settings.
 ENVIRONMENT = {"GITHUB_URL": "github_url", "GITHUB_TOKEN": "github_token", "KUBECONFIG": "kubeconfig"}
+FOLDER_NAME = "actions-runners-simulator"
+RECORD_NAME = "simulator.json"
+SERVE_COMMAND = "actions-runners-simulator serve"
 
 
 class NoSimulator(Exception):
     pass
 
 
+class UnsafeFolder(Exception):
+    pass
+
+
 def info_file() -> Path:
-    """In ``$XDG_RUNTIME_DIR`` (the user's own), else under ``~/.cache``: never a folder other users may write."""
-    root = Path(os.environ.get("XDG_RUNTIME_DIR") or Path.home() / ".cache")
-    return root / "pulumi-actions-runners" / "simulator.json"
+    """``$XDG_RUNTIME_DIR/actions-runners-simulator/simulator.json`` when that is set: the record of a running
+    process is what the folder is for (the user's own, emptied at logout); else under ``$XDG_STATE_HOME``
+    (``~/.local/state``), the user's own state. Never the binaries' cache (``~/.cache/pulumi-actions-runners``,
+    0755). An XDG variable that is not an absolute path is ignored, as the XDG spec asks."""
+    runtime, state = (os.environ.get(name, "") for name in ("XDG_RUNTIME_DIR", "XDG_STATE_HOME"))
+    if os.path.isabs(runtime):
+        root = Path(runtime)
+    else:
+        root = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return root / FOLDER_NAME / RECORD_NAME
+
+
+def settings_folder() -> Path:
+    """The record's folder, made 0700, or tightened to 0700 when it is ours and wider: another user who may enter
+    it could leave a record that sends `env` and `job` to a GitHub of theirs. UnsafeFolder, changing nothing,
+    when it is not a folder or is another user's."""
+    folder = info_file().parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = folder.lstat()
+    if not stat.S_ISDIR(status.st_mode):
+        raise UnsafeFolder(f"{folder} is not a folder: remove it, and `serve` makes one there")
+    if status.st_uid != os.geteuid():
+        raise UnsafeFolder(
+            f"{folder} belongs to another user (uid {status.st_uid}), who could forge the simulator's settings "
+            "there: remove it, or point XDG_RUNTIME_DIR or XDG_STATE_HOME at a folder of your own"
+        )
+    if stat.S_IMODE(status.st_mode) != 0o700:
+        folder.chmod(0o700)
+    return folder
 
 
 def publish(info: dict[str, Any]) -> bool:
-    """Write the JSON line `serve` prints with this process's id, readable by this user alone (it holds the
-    simulator's credential); False, writing nothing, when another simulator that still runs is published."""
-    path = info_file()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        if _alive(json.loads(path.read_text())["pid"]):
-            return False
-    work = path.with_name(f".{path.name}.{os.getpid()}")
-    descriptor = os.open(work, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    """Write the JSON line `serve` prints with what identifies this process, readable by this user alone (it
+    holds the simulator's credential); False, writing nothing, when another simulator that still runs is
+    published. UnsafeFolder when the folder cannot be made the user's own."""
+    path = settings_folder() / RECORD_NAME
+    record = _record(path)
+    if record is not None and _alive(record):
+        return False
+    descriptor, work = tempfile.mkstemp(prefix=f".{RECORD_NAME}.", dir=path.parent)  # 0600
     with os.fdopen(descriptor, "w") as out:
-        json.dump({**info, "pid": os.getpid()}, out)
-    work.replace(path)
+        json.dump({**info, "pid": os.getpid(), "process_start": _process_start(os.getpid())}, out)
+    os.replace(work, path)
     return True
 
 
 def withdraw() -> None:
     """Remove the file if it is this process's (a later `serve` may have published its own since)."""
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        if json.loads(info_file().read_text())["pid"] == os.getpid():
-            info_file().unlink()
+    path = info_file()
+    record = _record(path)
+    if record is not None and record["pid"] == os.getpid():
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
-def _alive(pid: int) -> bool:
+def _record(path: Path) -> dict[str, Any] | None:
+    """The record in ``path`` when there is one, written by this user (not a link, nor a file another user left
+    while the folder was open to them); else None."""
     try:
-        os.kill(pid, 0)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(descriptor) as file:
+        if os.fstat(descriptor).st_uid != os.geteuid():
+            return None
+        try:
+            record = json.load(file)
+        except (OSError, ValueError):
+            return None
+    return record if isinstance(record, dict) and isinstance(record.get("pid"), int) else None
+
+
+def _process_start(pid: int) -> str | None:
+    """What tells a process from a later one given the same pid: the boot's id and the process's start time
+    (field 22 of /proc/PID/stat, clock ticks since boot). None when there is no such process, or no /proc."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()  # from field 3 on
+    except OSError:
+        return None
+    return f"{boot}/{fields[19]}"
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    """Whether the process that wrote the record still runs: its pid, started when it was recorded, so that a pid
+    reused by another process is not taken for it. Without /proc (not Linux), whether the pid is in use."""
+    started = _process_start(record["pid"])
+    if started is not None or record.get("process_start") is not None:
+        return started == record.get("process_start")
+    try:
+        os.kill(record["pid"], 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -65,19 +136,27 @@ def _alive(pid: int) -> bool:
 
 
 def running(wait_seconds: float = 0.0) -> dict[str, Any]:
-    """The running simulator's settings, once it answers (waiting up to ``wait_seconds`` for one starting)."""
+    """The running simulator's settings, once it answers (waiting up to ``wait_seconds`` for one starting). A
+    record whose process has ended, its pid perhaps another process's now, is stale: no simulator runs."""
     deadline = time.monotonic() + wait_seconds
     while True:
-        try:
-            info = json.loads(info_file().read_text())
-            requests.get(control_url(info) + "/runners", timeout=REQUEST_SECONDS).raise_for_status()
-            return info
-        except (OSError, ValueError, KeyError, requests.RequestException):
-            if time.monotonic() >= deadline:
-                raise NoSimulator(
-                    f"no simulator answers (waited {wait_seconds:g} s for {info_file()} and its GitHub): start one "
-                    "with `actions-runners-simulator serve`"
-                ) from None
+        path = settings_folder() / RECORD_NAME
+        record = _record(path)
+        if record is None:
+            why = f"no simulator is running: none is published in {path}. Start one with `{SERVE_COMMAND}`"
+        elif not _alive(record):
+            why = (
+                f"no simulator is running: the one recorded in {path} (process {record['pid']}) has ended, and its "
+                f"pid may be another process's now. Start one with `{SERVE_COMMAND}`, which replaces the record"
+            )
+        else:
+            try:
+                requests.get(control_url(record) + "/runners", timeout=REQUEST_SECONDS).raise_for_status()
+                return record
+            except (KeyError, requests.RequestException) as error:
+                why = f"the simulator recorded in {path} (process {record['pid']}) does not answer: {error}"
+        if time.monotonic() >= deadline:
+            raise NoSimulator(f"{why} (waited {wait_seconds:g} s)")
         time.sleep(POLL_SECONDS)
 
 
