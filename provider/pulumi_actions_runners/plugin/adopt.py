@@ -2,8 +2,11 @@
 
 The id is ``NAMESPACE/NAME@GITHUB_URL`` (``ci/build-0@https://github.com/acme``): the runner's (or the pool's)
 name, where its pods are, and where it registered. Ours means: every pod carries this provider's labels (managed
-by it, the runner's name, the pool's name for a pool's runner) and an ownership label, and every registration
-GitHub lists under those names carries the same ownership label. Anything else is refused, saying why.
+by it, the runner's name, the pool's name for a pool's runner) and the importing resource's own ownership id
+(fixed by its project, stack, type and name, as its Check fills ``owner`` in), and every registration GitHub lists
+under those names carries the same ownership label. Anything else is refused, saying why: a mistyped or
+neighbouring id must not hand another stack's runners to this one, whose next up would rotate them to its token
+and whose destroy would remove them. A read that fails is said as the rest of the provider says it.
 
 An import cannot read back a program's inputs (a pod template is merged into the pod; a token is never shown
 again by GitHub). What it records instead is what each pod says it was made of: the hashes of its token and spec
@@ -13,6 +16,8 @@ and the next up changes nothing; when they do not, the runners are rotated the s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +28,13 @@ from ..github.registrations import by_preferred_name
 from ..inputs import validation
 from ..inputs.connections import Endpoint, connect
 from ..inputs.runner import SETTINGS, SPEC_FIELDS, runner_spec
+from ..kube.client import describe, unusable_namespace
 from ..kube.manifests import (
     JOB_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     OWNER_LABEL,
+    OWNER_LABEL_PREFIX,
     POOL_LABEL,
     RUNNER_LABEL,
     SPEC_HASH_ANNOTATION,
@@ -44,7 +51,22 @@ ID_FORM = "NAMESPACE/NAME@GITHUB_URL (for example ci/build@https://github.com/ac
 
 
 class NotProvablyOurs(Exception):
-    """What the import id names is not there, or not provably made by this provider."""
+    """What the import id names is not there, or not provably made by this provider for the importing resource."""
+
+
+class ReadFailed(Exception):
+    """The cluster or GitHub failed a read the import needs: what was read, and their answer (never the Kubernetes
+    client's dump of headers and body)."""
+
+
+@dataclass(frozen=True)
+class Importer:
+    """The resource an import adopts into: its ownership id, and what that id is a hash of, for a refusal to name."""
+
+    owner: str
+    project: str
+    stack: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -53,11 +75,11 @@ class Adopted:
     outputs: dict[str, Any]
 
 
-def adopt(kind: str, import_id: str) -> Adopted:
+def adopt(kind: str, import_id: str, importer: Importer) -> Adopted:
     if kind == "Runner":
-        return _adopt_runner(*_parse(import_id))
+        return _adopt_runner(*_parse(import_id), importer)
     if kind == "RunnerPool":
-        return _adopt_pool(*_parse(import_id))
+        return _adopt_pool(*_parse(import_id), importer)
     raise NotProvablyOurs(
         "a RegistrationToken cannot be imported: GitHub never shows a registration token again. Let the program "
         "make a new one (its runners are then rotated, the safe way), or give the runners the token they hold"
@@ -130,6 +152,25 @@ def _settings() -> dict[str, Any]:
     return {k: defaults.get(k) for k in SETTINGS}
 
 
+@contextmanager
+def _reading(what: str, namespace: str | None = None) -> Iterator[None]:
+    """A read the import needs; its failure said as ``what`` failed and how (the API server's status and message),
+    or, refused in ``namespace``, as a namespace the provider cannot use."""
+    try:
+        yield
+    except Exception as error:  # anything the read raises: the client's, the connection's
+        if namespace is not None and (unusable := unusable_namespace(error, namespace)) is not None:
+            raise unusable from None
+        raise ReadFailed(f"{what}: {describe(error)}") from None
+
+
+def _github_listing(github_url: str) -> str:
+    return (
+        f"the runners registered at {github_url} could not be listed with the credential in the environment of "
+        "`pulumi import` (GITHUB_TOKEN, or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY)"
+    )
+
+
 def _ours(pod: Any, name: str, pool: str) -> str:
     """The pod's ownership id, if the pod is provably this provider's runner ``name`` (of ``pool``)."""
     labels = pod.metadata.labels or {}
@@ -148,33 +189,57 @@ def _ours(pod: Any, name: str, pool: str) -> str:
     return labels[OWNER_LABEL]
 
 
+def _not_the_importers(what: str, found: set[str], kind: str, importer: Importer) -> None:
+    """Refuses runners that carry another resource's ownership id: the lost-state case (the same project, stack,
+    type and name importing what it made) is the one whose ids match."""
+    others = sorted(found - {importer.owner})
+    if not others:
+        return
+    raise NotProvablyOurs(
+        f"{what} ownership id {', '.join(others)}, not this resource's {importer.owner} (project "
+        f"{importer.project}, stack {importer.stack}, {kind} {importer.name}): what the import id names belongs to "
+        "another resource, of another stack or another resource name (an ownership id is a hash of "
+        "project/stack/type/name). Import it from the stack that owns it, under that resource's name; nothing was "
+        "adopted, so that this stack never rotates or removes another's runners"
+    )
+
+
 def _registration(location: RunnerLocation, registered: dict[str, dict[str, Any]]) -> int | None:
     found = registered.get(location.runner_name)
     if found is None:
         return None
     if not owns(location, found):
+        labels = [label.get("name") or "" for label in found.get("labels") or ()]
+        carried = [label for label in labels if label.startswith(OWNER_LABEL_PREFIX)]
+        ours = f"this resource's ownership label {location.owner_label}"
+        carries = f"with ownership label {', '.join(carried)}, not {ours}" if carried else f"without {ours}"
         raise NotProvablyOurs(
-            f"GitHub lists runner {location.runner_name} (id {found['id']}) without the ownership label its pod "
-            "carries: that registration is another's, so the runner is not adopted"
+            f"GitHub lists runner {location.runner_name} (id {found['id']}) {carries}: that registration is another "
+            "resource's (another stack's, or one of another name), so the runner is not adopted"
         )
     return int(found["id"])
 
 
-def _adopt_runner(namespace: str, name: str, github_url: str) -> Adopted:
+def _adopt_runner(namespace: str, name: str, github_url: str, importer: Importer) -> Adopted:
     with connect(Endpoint.of({"github_url": github_url})) as clients:
-        pod = clients.kube.read_pod(namespace, name)
+        with _reading(f"pod {namespace}/{name} could not be read", namespace):
+            pod = clients.kube.read_pod(namespace, name)
         if pod is None:
             raise NotProvablyOurs(f"there is no pod {namespace}/{name}: nothing to adopt")
-        owner = _ours(pod, name, "")
-        ephemeral = pod.spec.restart_policy == "Never"
-        location = RunnerLocation(namespace, name, f"{name}-registration", name, None, ephemeral, owner_label(owner))
-        runner_id = _registration(location, by_preferred_name(clients.github.list_runners(name)))
+        _not_the_importers(f"pod {namespace}/{name} carries", {_ours(pod, name, "")}, "Runner", importer)
+        with _reading(_github_listing(github_url)):
+            registered = by_preferred_name(clients.github.list_runners(name))
+    ephemeral = pod.spec.restart_policy == "Never"
+    location = RunnerLocation(
+        namespace, name, f"{name}-registration", name, None, ephemeral, owner_label(importer.owner)
+    )
+    runner_id = _registration(location, registered)
     annotations = pod.metadata.annotations or {}
     inputs = {"github_url": github_url, "namespace": namespace, "runner_name": name}
     outputs = {
         **inputs,
         **_settings(),
-        "owner": owner,
+        "owner": importer.owner,
         "ephemeral": ephemeral,
         "runner_id": runner_id,
         "pod_name": name,
@@ -186,23 +251,27 @@ def _adopt_runner(namespace: str, name: str, github_url: str) -> Adopted:
     return Adopted(inputs, outputs)
 
 
-def _adopt_pool(namespace: str, name: str, github_url: str) -> Adopted:
+def _adopt_pool(namespace: str, name: str, github_url: str, importer: Importer) -> Adopted:
     with connect(Endpoint.of({"github_url": github_url})) as clients:
-        pods = clients.kube.list_pods(namespace, f"{POOL_LABEL}={name}")
+        with _reading(f"the pods of pool {name} in namespace {namespace} could not be listed", namespace):
+            pods = clients.kube.list_pods(namespace, f"{POOL_LABEL}={name}")
         if not pods:
             raise NotProvablyOurs(f"there are no pods of pool {name} in namespace {namespace}: nothing to adopt")
-        registered = by_preferred_name(clients.github.list_runners())
+        _not_the_importers(
+            f"the pods of pool {name} in namespace {namespace} carry",
+            {_ours(pod, pod.metadata.name, name) for pod in pods},
+            "RunnerPool",
+            importer,
+        )
+        with _reading(_github_listing(github_url)):
+            registered = by_preferred_name(clients.github.list_runners())
     pods.sort(key=lambda pod: runner_index(name, pod.metadata.name))
-    owners = {_ours(pod, pod.metadata.name, name) for pod in pods}
-    if len(owners) != 1:
-        raise NotProvablyOurs(f"the pods of pool {name} carry {len(owners)} ownership labels: not one pool's")
-    owner = owners.pop()
     runners = []
     for pod in pods:
         ephemeral = pod.spec.restart_policy == "Never"
         runner = pod.metadata.name
         location = RunnerLocation(
-            namespace, runner, f"{runner}-registration", runner, None, ephemeral, owner_label(owner), name
+            namespace, runner, f"{runner}-registration", runner, None, ephemeral, owner_label(importer.owner), name
         )
         annotations = pod.metadata.annotations or {}
         runners.append(
@@ -220,7 +289,7 @@ def _adopt_pool(namespace: str, name: str, github_url: str) -> Adopted:
     outputs = {
         **inputs,
         **_settings(),
-        "owner": owner,
+        "owner": importer.owner,
         "runners": runners,
         "problems": [],
         "token_hash": _common(r["token_hash"] for r in runners),

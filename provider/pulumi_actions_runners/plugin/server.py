@@ -133,11 +133,13 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
         return empty_pb2.Empty()
 
     def Read(self, request: Any, context: Any) -> Any:
-        """A refresh reads what is; an import (no state yet) adopts what the id names, if provably ours."""
-        kind = self._kind(request.urn, context)
+        """A refresh reads what is; an import (no state yet) adopts what the id names, if provably this resource's:
+        labelled with the ownership id its Check will fill in."""
+        kind, urn = self._kind(request.urn, context), Urn(request.urn)
         props, secret = _from_wire(request.properties)
         if not props:
-            adopted = self._call(context, lambda _p: adopt.adopt(kind.name, request.id), kind, request.urn)
+            importer = adopt.Importer(_ownership_id(kind, urn), urn.project, urn.stack, urn.name)
+            adopted = self._call(context, lambda _p: adopt.adopt(kind.name, request.id, importer), kind, request.urn)
             return proto.ReadResponse(
                 id=request.id,
                 properties=_to_wire(kind, adopted.outputs, set()),
@@ -189,8 +191,13 @@ def _with_defaults(kind: ResourceKind, news: dict[str, Any], urn: Urn) -> dict[s
     if kind.name_input is not None:
         if filled.get(kind.name_input) is None:
             filled[kind.name_input] = names.default_name(urn.project, urn.stack, urn.name, NAME_LENGTH[kind.name])
-        filled["owner"] = names.ownership_id(urn.project, urn.stack, kind.name, urn.name)
+        filled["owner"] = _ownership_id(kind, urn)
     return filled
+
+
+def _ownership_id(kind: ResourceKind, urn: Urn) -> str:
+    """Fixed by the URN's project, stack and name, as the dynamic resources' (resources.ownership_id)."""
+    return names.ownership_id(urn.project, urn.stack, kind.name, urn.name)
 
 
 def _from_wire(struct: struct_pb2.Struct) -> tuple[dict[str, Any], set[str]]:
