@@ -7,9 +7,9 @@ latency    runners at actions/runner's own speed (config.sh 2 s, its session 1 s
            each job's end to the next new runner of the pool seen idle and online is one refill latency.
 refill     a pool of ``--replicas`` with ``refill``, its runners' clock ``--speedup`` times as fast (a job of
            ``--job-minutes`` lasts that many minutes / speedup), fed an endless queue for an hour (scaled). As the
-           shipped pipeline does, `up --refresh` every 20 (scaled) minutes: the first renews the token, the second
-           changes the labels (a rotation to a new Job); the last one ends the hour.
-today      the same pool without ``refill``, fed the same way for 40 (scaled) minutes, `up --refresh` every 20.
+           shipped pipeline does, a `refresh` then an `up` every 20 (scaled) minutes: the first renews the token,
+           the second changes the labels (a rotation to a new Job); the last one ends the hour.
+today      the same pool without ``refill``, fed the same way for 40 (scaled) minutes, a `refresh` and an `up` every 20.
 
 The queue stands in for GitHub: a job goes to an idle online runner of the pool as soon as one is listed (polled
 every 20 ms, so that is part of each latency). Finished pods are counted before each update and after the
@@ -164,7 +164,7 @@ class LoadResult:
 
 
 def load_phase(replicas: int, speedup: float, job_minutes: float, *, refill: bool, minutes: float) -> LoadResult:
-    """A pool under an endless queue for ``minutes`` (scaled), `up --refresh` every 20 of them."""
+    """A pool under an endless queue for ``minutes`` (scaled), a `refresh` then an `up` every 20 of them."""
     scaled = 60.0 / speedup  # real seconds of one scaled minute
     name = "refill" if refill else "today"
     with Simulator(token_lifetime=3600, fault_proxy=False, runner_speedup=speedup, schedule_delay=0.05) as sim:
