@@ -5,10 +5,11 @@ that the real Job controller refills as jobs end; a spec change may turn a pool'
 rotation, spec change, scaling, max_unavailable,
 a lone runner added or removed, destroy and recreate, refresh then up), while jobs run on random runners (some
 longer than ``unregister_timeout_seconds``; ephemeral runners exit after theirs), with faults injected in the
-GitHub double, in the fault proxy in front of the real API server, and on the node, and sometimes with the
+GitHub double, in the fault proxy in front of the real API server, on the node, and in the runners (config.sh
+held, so that an update meets pods whose runners register, and are offered jobs, while it works), and sometimes with the
 provider process SIGKILLed in the middle of a Create, Delete or pool Update. Every `up`, `refresh` and `destroy`
 gets a provider process of its own, as `pulumi` starts one per run. After each round the faults are cleared, the
-jobs are let finish, and at most two clean `refresh` + `up` runs (the scheduled pipeline's `up --refresh`)
+jobs are let finish, and at most two clean `refresh` + `up` runs (as the scheduled pipeline runs `refresh`, then `up`)
 must bring the stack to where the invariants hold, checked against the doubles' own records:
 
 1. no job lost (the simulated runners' ``jobs_killed`` stays empty);
@@ -268,6 +269,19 @@ def _kill_idle_runners(rng: random.Random, sim: Simulator, count: int, *, whole:
     return f"{'containers' if whole else 'listeners'} of {len(killed)} idle runners killed ({', '.join(killed)})"
 
 
+def _hold_in_config(rng: random.Random, sim: Simulator, count: int) -> str:
+    """The next pods to start (a refill, a replacement) stay in config.sh, unregistered, for a while: an update
+    that runs meanwhile finds them there, and their runners register (and take a job the feeder offers) as it
+    works."""
+    prefix = rng.choice(["", *sorted({f"{name}-" for name in ("pool-a", "pool-b", "pool-c")})])
+    seconds = rng.choice([0.5, 2.0, 5.0])
+    hold = sim.runners.hold_config(NAMESPACE, prefix, count)
+    timer = threading.Timer(seconds, hold.release)
+    timer.daemon = True
+    timer.start()
+    return f"{count} runners of pods {prefix or 'any'}* held in config.sh for {seconds:g} s"
+
+
 def _lose_assignments(rng: random.Random, sim: Simulator, count: int) -> str:
     """Idle ephemeral runners of ours lose a job GitHub assigned them, and their registrations with it, without
     noticing (actions/runner#4617): their pods run on, taking no job, until a refresh reports them."""
@@ -290,6 +304,7 @@ def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
     kinds = {"gh5xx": 3, "gh403": 2, "gh429": 2, "primary": 1, "gh_timeout": 0.5, "gh_reset": 2, "gh_lost": 2}
     kinds |= {"k5xx": 3, "k409": 1, "k_timeout": 0.3, "k_lost": 2, "stuck": 1.5, "unscheduled": 1, "unpullable": 1}
     kinds |= {"slow_removal": 1, "runner_crash": 1, "listener_killed": 0.5, "lost_assignment": 0.5}
+    kinds |= {"slow_config": 1.5}
     kind = rng.choices(list(kinds), weights=list(kinds.values()))[0]
     method, path = rng.choice(GITHUB_CALLS)
     at = f"GitHub {method} {path}"
@@ -325,6 +340,8 @@ def inject_fault(rng: random.Random, sim: Simulator) -> tuple[str, int]:
         return f"{count} runners removed while idle linger {'for ever' if forever else 'the slow path'}", count
     if kind == "lost_assignment":
         return _lose_assignments(rng, sim, count), count
+    if kind == "slow_config":
+        return _hold_in_config(rng, sim, count), count
     if kind in ("runner_crash", "listener_killed"):
         return _kill_idle_runners(rng, sim, count, whole=kind == "runner_crash"), count
     method, path = rng.choice(KUBE_CALLS)

@@ -128,6 +128,9 @@ class FakePods:
         elif pod is not None and pod["gone_at"] is None:
             pod["gone_at"] = self.clock.now + (0 if pod["phase"] != "Running" else self.terminating_for)
 
+    def release_from_job(self, namespace: str, name: str) -> None:
+        self.journal.append(f"release pod {name} from its Job")
+
     def read_secret_metadata(self, namespace: str, name: str) -> SecretMetadata | None:
         labels = self.secrets.get(name)
         return None if labels is None else SecretMetadata(name, f"uid-{name}", "1", labels)

@@ -102,6 +102,31 @@ class RecordingHost:
         self._server.server_close()
 
 
+class Once:
+    """``action``, done in the background the first time ``condition`` holds (looked at every 5 ms): the world's
+    move at the moment a procedure reaches a step. ``done``: whether it came."""
+
+    def __init__(self, condition: Callable[[], object], action: Callable[[], object]) -> None:
+        self._condition, self._action, self._stop = condition, action, threading.Event()
+        self.done = False
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.005):
+            if self._condition():
+                self._action()
+                self.done = True
+                return
+
+    def __enter__(self) -> Once:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def up_killed_when(
     engine: MiniEngine, program: Callable[[], None], condition: Callable[[], object], what: str, timeout: float = 10.0
 ) -> None:
@@ -122,6 +147,13 @@ def up_killed_when(
 
 REFUSAL_WAIT_SECONDS = 120.0
 HELD_AFTER_REFUSAL_SECONDS = 1.0
+
+
+def grace_after(removal: dict[str, Any], grace_seconds: float = 1.0) -> float:
+    """The grace period a pod gets after its runner's last RemoveRunner: one that succeeded (204) earns it; a 404
+    (GitHub removed the ephemeral runner after its job) leaves nothing to be graceful to, and nothing is waited
+    blind."""
+    return grace_seconds if removal["status"] == 204 else 0.0
 
 
 def up_while_busy(stack: PulumiWorkspace, sim: Simulator, runner_name: str, runner_id: int) -> str:

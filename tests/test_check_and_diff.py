@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from pulumi.output import Unknown
 
@@ -64,23 +66,29 @@ def test_every_bad_runner_input_is_a_check_failure_naming_the_property(sim) -> N
     assert sim.github.calls() == [] and len(sim.kube.requests()) == kube_requests
 
 
-def test_a_kubeconfig_that_is_not_a_file_is_a_check_failure(sim, tmp_path) -> None:
-    def program() -> None:
-        Runner(
+def test_a_kubeconfig_that_is_not_a_path_is_a_check_failure_and_one_not_there_is_not(sim, tmp_path) -> None:
+    """Check judges the value; whether a kubeconfig is there is judged by the call that needs the cluster, since a
+    pipeline's preview has none (tests/test_kubeconfig.py)."""
+
+    def program(kubeconfig: object) -> Callable[[], None]:
+        return lambda: Runner(
             "runner",
             github_url=sim.repo_url,
             namespace="actions-runners",
             registration_token="AREGISTRATIONTOKEN",
             github_token=sim.credential,
-            kubeconfig=str(tmp_path / "missing"),
+            kubeconfig=kubeconfig,
         )
 
     with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as raised:
-        engine.preview(program)
-
+        engine.preview(program(" "))
     assert _failures(raised.value) == {
-        "kubeconfig": f"{str(tmp_path / 'missing')!r} is not a file: give the path of a kubeconfig file"
+        "kubeconfig": "must be the path of a kubeconfig file, read when a call needs the cluster (a preview needs "
+        "none), or left out for KUBECONFIG / ~/.kube/config / in-cluster"
     }
+
+    with MiniEngine(ROOT) as engine:
+        assert [step.op for step in engine.preview(program(str(tmp_path / "missing")))] == ["create"]
 
 
 def test_bad_registration_token_inputs_are_check_failures(sim) -> None:

@@ -14,7 +14,7 @@ from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
 from tests.conftest import ROOT, quick_simulator, wait_until
-from tests.helpers import NAMESPACE, core_api, events_for, secret_token
+from tests.helpers import NAMESPACE, core_api, events_for, grace_after, secret_token
 
 RUNNERS = ("runner-0", "runner-1")
 
@@ -82,7 +82,7 @@ def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiW
     removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['runner_id'])}")]
     assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
     pod_events = events_for(sim, busy["pod_name"], "pod_terminating", "pod_removed")
-    assert pod_events and all(e["at"] >= removals[-1]["at"] + 1.0 for e in pod_events)
+    assert pod_events and all(e["at"] >= removals[-1]["at"] + grace_after(removals[-1]) for e in pod_events)
     assert sim.runners.jobs_killed == []
 
     # The state the CLI wrote holds no token or credential in plain text.

@@ -163,9 +163,10 @@ def webhook(sim: Simulator) -> Iterator[EchoingProxy]:
 
 
 def kubeconfig_through(sim: Simulator, proxy: EchoingProxy) -> Path:
-    """The simulator's kubeconfig with the (plain HTTP) proxy as its server."""
+    """The simulator's kubeconfig with the (plain HTTP) proxy as its server. Its CA stays (the client reads none
+    for HTTP): the provider knows a cluster by its address or its CA, and this is the same cluster."""
     config = yaml.safe_load(Path(sim.kubeconfig).read_text())
-    config["clusters"][0]["cluster"] = {"server": proxy.url}
+    config["clusters"][0]["cluster"]["server"] = proxy.url
     path = sim.workdir / "kubeconfig-through-webhook"
     path.write_text(yaml.safe_dump(config))
     return path

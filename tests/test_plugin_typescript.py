@@ -20,7 +20,7 @@ from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiWorkspace, nodejs_host, provider_plugin
 from tests.conftest import ROOT, quick_simulator
-from tests.helpers import NAMESPACE, events_for, up_while_busy
+from tests.helpers import NAMESPACE, events_for, grace_after, up_while_busy
 
 PROGRAM = ROOT / "programs" / "typescript"
 POOL = "actions-runners:index:RunnerPool"
@@ -84,7 +84,7 @@ def test_a_typescript_program_rotates_with_a_busy_runner_waited_for_imports_and_
     removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['id'])}")]
     assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
     pod_events = events_for(sim, busy["pod"], "pod_terminating", "pod_removed")
-    assert pod_events and all(e["at"] >= removals[-1]["at"] + 1.0 for e in pod_events)
+    assert pod_events and all(e["at"] >= removals[-1]["at"] + grace_after(removals[-1]) for e in pod_events)
     assert sim.runners.jobs_killed == []
     assert re.search(rf"{POOL} pool .*waiting on 1 busy runner \(RemoveRunner 422\)", up), up
 

@@ -4,16 +4,19 @@ that never delete a busy runner's pod, failures a refresh reports in words."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
 from kubernetes import client
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine
+from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners.kube.manifests import JOB_LABEL, POOL_LABEL
-from tests.conftest import ROOT, wait_until
-from tests.helpers import NAMESPACE, new_token, outputs
+from pulumi_actions_runners.kube.refill_manifests import JOB_FAILURE_BACKOFF_SECONDS
+from tests.conftest import ROOT, quick_simulator, wait_until
+from tests.helpers import NAMESPACE, Once, new_token, outputs
 from tests.programs import token_and_pool
 from tests.test_runner_pool import OnlineSampler
 
@@ -185,8 +188,6 @@ def test_an_image_that_cannot_be_pulled_is_reported_with_its_reason_and_a_fixed_
 
 
 def test_a_pod_never_scheduled_is_reported_by_refresh_and_recreated_by_the_next_update(sim: Simulator) -> None:
-    """The pod's successor meets the Job controller's back-off (a deleted pod counts as failed: 10 s), so the
-    timeout is longer than that."""
     token = new_token(sim)
     quick = {"register_timeout_seconds": 12}
     with MiniEngine(ROOT) as engine:
@@ -245,7 +246,12 @@ def test_a_killed_runner_s_registration_is_reported_by_refresh_and_removed_by_th
         victim = sorted(online(sim))[0]
         dead_id = online(sim)[victim]["id"]
         assert sim.runners.crash(NAMESPACE, victim, idle_only=True)
-        wait_until(lambda: len(idle_online(sim) - {victim}) == 3, "a fresh runner in the killed one's slot")
+        # A killed container fails its pod: the Job controller holds its successor back for its first back-off.
+        wait_until(
+            lambda: len(idle_online(sim) - {victim}) == 3,
+            "a fresh runner in the killed one's slot",
+            timeout=JOB_FAILURE_BACKOFF_SECONDS + 10,
+        )
         assert any(r["id"] == dead_id for r in sim.github.runners()), "the dead runner's registration stays"
 
         engine.refresh()
@@ -302,3 +308,132 @@ def test_a_refill_pool_is_refused_with_jit_or_persistent_runners(sim: Simulator,
     (error,) = failed.value.errors
     assert isinstance(error, CheckFailed)
     assert [p for p, _ in error.failures] == [prop]
+
+
+def looked_up_by_name(sim: Simulator, runner: str) -> bool:
+    """Whether the provider has asked GitHub for the runner's registration by name."""
+    return any(c["query"].get("name") == runner for c in sim.github.calls("GET", r"/actions/runners$"))
+
+
+def test_a_token_renewal_never_kills_a_job_taken_by_a_pod_that_registers_while_it_is_torn_down(
+    kube_api_server: KubeApiServer,
+) -> None:
+    """At actions/runner's own speeds (config.sh 2 s, then 1 s to a session), the Job's newest pod is still in
+    config.sh when the update lists the pool (held there until the update has looked its runner up by name and
+    found none). Its runner registers with the old, still valid token, and GitHub offers it a job as it comes
+    online. Nothing is decided on the strength of that first look: the pod is deleted at once after a second look
+    just before it, so it never listens, and the registration its config.sh leaves is removed. (Before: the grace
+    period was spent blind after the first look, the runner took the job meanwhile, and the deletion killed it.)"""
+    with quick_simulator(kube_api_server, runner_speedup=1.0) as sim:
+        old, new = new_token(sim), new_token(sim)
+        with MiniEngine(ROOT) as engine:
+            engine.up(refilling(sim, old, replicas=2, grace_period_seconds=8))
+            first = set(online(sim))
+            hold = sim.runners.hold_config(NAMESPACE, "pool-j1-")
+            sim.github.start_job(sorted(first)[0], 0.1)  # its runner ends; the Job starts a pod in its slot
+            registering = hold.wait_entered(30)
+
+            def offer_a_job() -> None:  # GitHub's queue, as it meets a runner the moment it listens
+                with contextlib.suppress(LookupError):  # gone or taken meanwhile
+                    sim.github.start_job(registering, 60)
+
+            with (
+                Once(lambda: registering in idle_online(sim), offer_a_job) as offer,
+                Once(lambda: looked_up_by_name(sim, registering), hold.release),
+            ):
+                try:
+                    engine.up(refilling(sim, new, replicas=2, grace_period_seconds=8))
+                finally:
+                    hold.release()
+
+            assert sim.runners.jobs_killed == [], f"a job was offered to it: {offer.done}"
+            assert "1 recreated for the token" in "\n".join(engine.provider.stderr_lines)
+            assert registering not in {r["name"] for r in sim.github.runners()}, "its registration was removed"
+            wait_until(lambda: sim.kube.pod(NAMESPACE, registering) is None, "the recreated pod to be gone")
+            assert len(idle_online(sim)) == 2 and outputs(engine, "pool")["problems"] == []
+
+
+def _stuck_reason(sim: Simulator) -> set[str]:
+    reasons = set()
+    for pod in job_pods(sim, "pool-j1"):
+        for status in (pod["status"].get("init_container_statuses") or []) + (
+            pod["status"].get("container_statuses") or []
+        ):
+            if status["state"].get("waiting"):
+                reasons.add(status["state"]["waiting"]["reason"])
+    return reasons
+
+
+STUCK = {
+    "ImagePullBackOff": {"image": "registry.invalid/actions-runner:2.336.0"},
+    # The API server takes any image; the kubelet cannot parse this one (a user's init container, say).
+    "InvalidImageName": {
+        "pod_template": {"spec": {"initContainers": [{"name": "setup", "image": "ghcr.io/Acme/Setup:1"}]}}
+    },
+}
+
+
+@pytest.mark.parametrize("reason", sorted(STUCK))
+def test_destroy_leaves_nothing_of_a_pool_whose_pods_are_stuck(sim: Simulator, reason: str) -> None:
+    """Pods that will never run (their image cannot be pulled or parsed) are neither live nor finished: once the
+    Job is deleted, nothing owns them, and a destroy must take them down too."""
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        with pytest.raises(DeploymentFailed):
+            engine.up(refilling(sim, token, replicas=2, register_timeout_seconds=2, **STUCK[reason]))
+        assert reason in _stuck_reason(sim), _stuck_reason(sim)
+        engine.destroy()
+    assert jobs(sim) == {} and job_pods(sim, "pool-j1") == []
+    assert sim.kube.secrets(NAMESPACE) == [] and sim.github.runners() == []
+
+
+def test_a_pool_that_stops_refilling_leaves_none_of_its_jobs_stuck_pods(sim: Simulator) -> None:
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        with pytest.raises(DeploymentFailed):
+            engine.up(refilling(sim, token, replicas=2, register_timeout_seconds=2, **STUCK["ImagePullBackOff"]))
+        wait_until(lambda: "ImagePullBackOff" in _stuck_reason(sim), "the Job's pods to be stuck pulling")
+        engine.up(token_and_pool(sim, token, replicas=2))
+        assert jobs(sim) == {} and job_pods(sim, "pool-j1") == []
+        assert set(idle_online(sim)) == {"pool-0", "pool-1"}
+
+
+def test_pods_the_provider_deletes_are_no_failures_of_the_job(sim: Simulator) -> None:
+    """The Job controller counts a pod deleted with its tracking finalizer as failed, and holds the next pods
+    back (10 s, doubling) for each: recreating the Job's pods for a new token, twice, would push its refills past
+    a minute. Released from the Job before its deletion, a pod counts as nothing."""
+    with MiniEngine(ROOT) as engine:
+        hold = sim.runners.hold_config(NAMESPACE, "pool-j1-", count=9)  # every pod the Job starts till released
+        with pytest.raises(DeploymentFailed):
+            engine.up(refilling(sim, new_token(sim), register_timeout_seconds=1))
+        for _ in range(2):  # each up recreates the three pods still in config.sh
+            with pytest.raises(DeploymentFailed):
+                engine.up(refilling(sim, new_token(sim), register_timeout_seconds=1))
+        hold.release()
+        # A pod with the tracking finalizer is gone only once the controller has counted it (uncounted first).
+        wait_until(
+            lambda: not any(p["metadata"]["deletion_timestamp"] for p in job_pods(sim, "pool-j1")),
+            "the deleted pods to be gone",
+        )
+        status = jobs(sim)["pool-j1"]["status"]
+        uncounted = (status.get("uncounted_terminated_pods") or {}).get("failed") or []
+        assert (status.get("failed") or 0) + len(uncounted) == 0, status
+        engine.up(refilling(sim, new_token(sim)))
+        assert len(idle_online(sim)) == 3
+
+
+def test_a_pool_that_stops_refilling_and_then_fails_records_that_its_jobs_are_gone(sim: Simulator) -> None:
+    """The switch retires the Jobs first; a failure after that (a name another runner holds) is no longer a
+    failure before anything was touched: the state records the pool as it now is, and says what happened."""
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(refilling(sim, token, replicas=2))
+        sim.github.register_runner(
+            github_url=sim.repo_url, token=new_token(sim), name="pool-0", labels=["someone-else"], ephemeral=False
+        )
+        with pytest.raises(DeploymentFailed):
+            engine.up(token_and_pool(sim, token, replicas=2))
+        pool = outputs(engine, "pool")
+        assert jobs(sim) == {} and not pool.get("refill") and pool.get("job") is None
+        assert any("Jobs were retired" in p and "already registered" in p for p in pool["problems"]), pool["problems"]
+        assert [s.op for s in engine.preview(token_and_pool(sim, token, replicas=2))] == ["update"]

@@ -106,7 +106,10 @@ def test_replacing_a_busy_runner_waits_for_its_job_then_the_grace_period(sim, ep
     first_busy_at = removals[0]["at"]
     pod_events = events_for(sim, old["pod_name"], "pod_terminating", "pod_removed")
     assert pod_events, "the old pod was never deleted"
-    assert all(e["at"] >= unregistered_at + 1.0 for e in pod_events), "pod touched before the job + grace ended"
+    # The grace follows a removal that succeeded; GitHub's own removal of an ephemeral runner after its job (404)
+    # leaves nothing to be graceful to, and nothing is waited blind.
+    grace = 1.0 if final_answer == 204 else 0.0
+    assert all(e["at"] >= unregistered_at + grace for e in pod_events), "pod touched before the job (+ grace) ended"
     assert unregistered_at - first_busy_at >= 1.5, "RemoveRunner succeeded before the job could have ended"
     assert sim.runners.jobs_killed == []
     current = outputs(engine, "runner")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pulumi_actions_runners.github.client import RemoveOutcome
 from pulumi_actions_runners.lifecycle.teardown import (
+    KeptRegistering,
     RegistrationNotProvablyOurs,
     RunnerLocation,
     RunnerStillBusy,
@@ -39,12 +41,15 @@ def test_idle_runner_is_unregistered_then_given_its_grace_then_its_pod_is_delete
     report = tear_down_runner(location(), github, pods, clock, TIMEOUTS)
 
     assert journal[:2] == ["remove 7: 204", "delete secret runner-a-registration"]
-    assert journal[2] == f"delete pod runner-a at {start + 30:.1f}"
+    assert journal[2:4] == ["find runner-a", f"delete pod runner-a at {start + 30:.1f}"], "a look, then at once"
+    assert journal[4:] == ["find runner-a"], "swept once the pod is gone"
     assert "runner-a" not in pods.pods
     assert report.states == [
         TeardownState.UNREGISTERING,
         TeardownState.GRACE,
+        TeardownState.LAST_LOOK,
         TeardownState.DELETING_POD,
+        TeardownState.SWEEPING,
         TeardownState.DONE,
     ]
     assert report.grace_waited_seconds == 30
@@ -109,12 +114,19 @@ def test_a_rerun_after_a_crash_finishes_the_job(world) -> None:
     # A first run got RemoveRunner's 204 and then crashed during the grace period: the pod still runs.
     github.remove_runner(7)
     journal.clear()
+    start = clock.now
 
     report = tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
 
     assert journal[:2] == ["remove 7: 404", "find runner-a"]
-    assert report.grace_waited_seconds == 30
-    assert "runner-a" not in pods.pods and "delete secret runner-a-registration" in journal
+    # Nothing was removed this time: no grace is spent blind, the look just before the deletion decides.
+    assert report.grace_waited_seconds == 0
+    assert journal[2:5] == [
+        "delete secret runner-a-registration",
+        "find runner-a",
+        f"delete pod runner-a at {start:.1f}",
+    ]
+    assert "runner-a" not in pods.pods
     # A further re-run, with everything already gone, succeeds and does nothing more.
     journal.clear()
     tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
@@ -266,3 +278,88 @@ def test_removerunner_is_asked_at_a_bounded_rate_whatever_the_listing_says(world
 
     assert report.busy_answers >= 2
     assert _removals_per_minute(journal, clock, start) <= 15, journal  # 5 s apart once the polls have grown
+
+
+def test_a_runner_that_registers_and_takes_a_job_after_the_first_look_keeps_its_pod(world) -> None:
+    """Its state's id answers 404 and the name finds nothing (the pod's runner is still in config.sh): the pod is
+    not deleted on the strength of that look. The runner registers and takes a job meanwhile; the look just
+    before the deletion finds it, RemoveRunner's 422 keeps the pod until the job is done, and only a removal
+    that succeeded earns the grace."""
+    clock, github, pods, journal = world
+    remove = github.remove_runner
+
+    def config_sh_finishes_meanwhile(runner_id: int) -> RemoveOutcome:
+        outcome = remove(runner_id)
+        if runner_id == 7:
+            github.add(9, "runner-a", busy_for=50)  # registered with the old, valid token, and given a job
+        return outcome
+
+    github.remove_runner = config_sh_finishes_meanwhile
+    start = clock.now
+
+    report = tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+
+    assert journal[:2] == ["remove 7: 404", "find runner-a"]
+    assert [line for line in journal if line.startswith("remove 9")] == ["remove 9: 422", "remove 9: 204"]
+    deletion = next(line for line in journal if line.startswith("delete pod"))
+    assert journal.index(deletion) > journal.index("remove 9: 204")
+    assert float(deletion.rsplit(" ", 1)[1]) >= start + 50 + 30, "the job ran to its end, then the grace"
+    assert report.grace_waited_seconds == 30 and report.busy_answers == 1
+
+
+def test_a_registration_made_during_the_grace_is_removed_before_the_pod_goes_and_none_is_left(world) -> None:
+    """A rotation cut short and redone (or a destroy after it): the id in state was removed by the first run, so
+    RemoveRunner answers 404 and the name finds nothing, yet the pod registers again (a container restarted before
+    its Secret went): neither its pod is deleted over it nor its registration left behind."""
+    clock, github, pods, journal = world
+    github.add(7, "runner-a")
+
+    def registers_during_the_grace(seconds: float) -> None:
+        if clock.sleeps == [TIMEOUTS.grace_period_seconds]:
+            github.add(9, "runner-a")  # idle: it took no job yet
+
+    clock.on_sleep.append(registers_during_the_grace)
+
+    report = tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+
+    deletion = next(line for line in journal if line.startswith("delete pod"))
+    assert journal.index("remove 9: 204") < journal.index(deletion)
+    assert report.grace_waited_seconds == 60, "each removal that succeeded earned its grace"
+    assert github.runners == {}, "no registration left behind"
+
+
+def test_a_registration_config_sh_makes_as_the_pod_is_deleted_is_swept_whatever_the_state_recorded(world) -> None:
+    """The trap ends the shell once config.sh returns: its registration is offline, and removed once the pod is
+    gone, also for a runner whose id the state recorded (and which answered 404)."""
+    clock, github, pods, journal = world
+    delete_pod = pods.delete_pod
+
+    def registers_as_it_goes(namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        delete_pod(namespace, name, grace_seconds)
+        github.add(11, "runner-a")
+
+    pods.delete_pod = registers_as_it_goes
+
+    report = tear_down_runner(location(runner_id=7, ephemeral=True), github, pods, clock, TIMEOUTS)
+
+    assert report.states[-2:] == [TeardownState.SWEEPING, TeardownState.DONE]
+    assert "remove 11: 204" in journal and github.runners == {}
+
+
+def test_a_runner_that_keeps_registering_keeps_its_pod(world) -> None:
+    clock, github, pods, journal = world
+    github.add(7, "runner-a")
+    ids = iter(range(20, 40))
+    remove = github.remove_runner
+
+    def registers_again(runner_id: int) -> RemoveOutcome:
+        outcome = remove(runner_id)
+        github.add(next(ids), "runner-a")
+        return outcome
+
+    github.remove_runner = registers_again
+
+    with pytest.raises(KeptRegistering, match="registered anew 3 times while its pod ci/runner-a was being taken down"):
+        tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
+
+    assert not any(line.startswith("delete pod") for line in journal)

@@ -94,7 +94,18 @@ def test_a_persistent_runner_crash_looping_on_an_expired_token_is_found_by_refre
         assert sim.kube.pod(NAMESPACE, again["pod_name"])["status"]["phase"] == "Running"
 
 
+def _retrying(sim: Simulator, pod_name: str) -> bool:
+    """The container runs again after a failure (a crash loop's retry, in config.sh)."""
+    pod = sim.kube.pod(NAMESPACE, pod_name) or {}
+    status = (pod.get("status", {}).get("containerStatuses") or [{}])[0]
+    return "running" in status.get("state", {}) and status.get("restartCount", 0) > 0
+
+
 def test_a_pool_runner_crash_looping_on_an_expired_token_makes_the_pool_unconverged_until_up(short_lived) -> None:
+    """Between back-offs the kubelet reports a crash-looping container as running, for as long as its retry's
+    config.sh takes: one snapshot of the pod proves nothing. The update's listing is made to land inside a retry
+    (config.sh held there until the update has deleted the pod, or has ended): the pool is not called converged
+    while its runner stays broken."""
     sim = short_lived
     token = new_token(sim)
     program = token_and_pool(sim, token, replicas=2, ephemeral=False, register_timeout_seconds=10)
@@ -108,9 +119,17 @@ def test_a_pool_runner_crash_looping_on_an_expired_token_makes_the_pool_unconver
         phases = {r["name"]: r["pod_phase"] for r in outputs(engine, "pool")["runners"]}
         assert phases == {"pool-0": "Running", "pool-1": "CrashLoopBackOff"}
         assert [s.op for s in engine.preview(program)] == ["update"]
-        engine.up(program)
+        hold = sim.runners.hold_config(NAMESPACE, "pool-1")
+        hold.wait_entered(15)
+        assert _retrying(sim, "pool-1")
+        try:
+            engine.up(program)
+        finally:
+            hold.release()
 
         assert outputs(engine, "pool")["problems"] == []
-        online = {r["name"] for r in sim.github.runners() if r["status"] == "online"}
-        assert online == {"pool-0", "pool-1"}
+        wait_until(
+            lambda: {r["name"] for r in sim.github.runners() if r["status"] == "online"} == {"pool-0", "pool-1"},
+            "both runners online",
+        )
         assert not _crash_looping(sim, "pool-1")

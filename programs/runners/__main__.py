@@ -6,7 +6,8 @@ pulumi config set githubAppId 123456                 #   the App's id (or GITHUB
 pulumi config set --secret githubAppPrivateKey "$(cat app.private-key.pem)"   # (or GITHUB_APP_PRIVATE_KEY)
 pulumi config set githubAppInstallationId 7890       #   optional: else the App's installation on the owner
 pulumi config set runners 3                          # optional
-pulumi config set kubeconfig ~/.kube/config          # optional: else KUBECONFIG / in-cluster
+pulumi config set kubeconfig other.kubeconfig        # optional, used instead of KUBECONFIG: leave it out for a
+                                                     #   stack a pipeline runs (its KUBECONFIG decides)
 pulumi config set createNamespace false              # optional: the namespace already exists
 pulumi config set tokenRefreshBeforeSeconds 1800     # optional: renew the token when it expires sooner
 pulumi config set pool true                          # optional: one RunnerPool instead of separate Runners

@@ -24,7 +24,13 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .kube_apiserver import SYSTEM_NAMESPACES, KubeApiServer, grant_runner_namespace
+from .kube_apiserver import (
+    SYSTEM_NAMESPACES,
+    UNPROVISIONED_LABEL,
+    KubeApiServer,
+    grant_runner_namespace,
+    provisioned,
+)
 from .kube_proxy import FaultProxy
 from .kubelet import ContainerRuntime, CrashLoopBackOff, Kubelet
 from .tools import tool_dirs
@@ -202,11 +208,18 @@ class SimulatedCluster:
             made = self._core.read_namespace(name)
         return str(made.metadata.uid)
 
+    def unprovisioned_namespace(self, name: str) -> None:
+        """A namespace the cluster's admin has not provisioned for runners: it exists, and the provider's identity
+        has no Role there (its calls there meet RBAC's 403, as in a cluster)."""
+        self._core.create_namespace({"metadata": {"name": name, "labels": {UNPROVISIONED_LABEL: "true"}}})
+
     def _provision_namespace(self, name: str, uid: str) -> bool:
         """The cluster admin's namespace provisioning, for a namespace made after start (by a program): the
-        provider's Role there, in force when this returns. The system namespaces get none, and those start
-        bound need nothing more. Whether it bound."""
+        provider's Role there, in force when this returns. The system namespaces get none, nor one left
+        unprovisioned, and those start bound need nothing more. Whether it bound."""
         if name in SYSTEM_NAMESPACES or uid in self._bound_at_start:
+            return False
+        if not provisioned(client.CoreV1Api(self._kubelet_api).read_namespace(name)):
             return False
         grant_runner_namespace(self._kubelet_api, name)
         return True

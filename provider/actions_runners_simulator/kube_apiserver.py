@@ -70,6 +70,19 @@ ADMIN_USER = "simulator-admin"  # the kubelet stand-in and the tests' inspection
 ADMIN_CONNECTIONS = 64  # the kubelet stand-in's steps, runners and watches at once: no TLS handshake per call
 PROVIDER_USER = "pulumi-actions-runners"  # what programs and the provider use: only the rules below
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")  # never a runners' namespace
+# A namespace labelled so is one the cluster's admin has not provisioned for runners (no Role for the provider):
+# the test bed's provisioning, and its webhook, leave it alone, so a namespace without the Role is met as a user
+# meets it (RBAC's 403).
+UNPROVISIONED_LABEL = "simulator.actions-runners.invalid/unprovisioned"
+
+
+def provisioned(namespace: client.V1Namespace | dict[str, Any]) -> bool:
+    """Whether the admin's provisioning covers the namespace (not labelled UNPROVISIONED_LABEL)."""
+    metadata = namespace["metadata"] if isinstance(namespace, dict) else namespace.metadata
+    labels = (metadata.get("labels") if isinstance(metadata, dict) else metadata.labels) or {}
+    return UNPROVISIONED_LABEL not in labels
+
+
 RBAC_GROUP = "rbac.authorization.k8s.io"
 GRANT_REQUEST_TIMEOUT = (5, 30)
 GRANT_TIMEOUT_SECONDS = 10.0  # the authorizer's RBAC cache follows a write within milliseconds
@@ -457,11 +470,11 @@ def rbac_allows(api_client: client.ApiClient, spec: dict[str, Any]) -> bool:
 class ProvisioningWebhook:
     """The API server's second authorizer, after RBAC, asked only of what RBAC does not allow the provider's
     identity: the cluster admin's namespace provisioning on demand. When the call is in a namespace that exists,
-    is not a system one and is not terminating, it binds the provider's Role there (grant_runner_namespace; a
-    no-op if the kubelet stand-in did already) and answers what RBAC says then; else it has no opinion, and the
-    call is refused. So the provider's first call in a namespace a program has just made waits for the binding
-    (milliseconds) instead of racing it, and a call outside a runners' namespace is refused as before. Nothing
-    is cached: each answer is RBAC's of the moment."""
+    is not a system one, is not terminating and is not left unprovisioned (UNPROVISIONED_LABEL), it binds the
+    provider's Role there (grant_runner_namespace; a no-op if the kubelet stand-in did already) and answers what
+    RBAC says then; else it has no opinion, and the call is refused. So the provider's first call in a namespace
+    a program has just made waits for the binding (milliseconds) instead of racing it, and a call outside a
+    runners' namespace is refused as before. Nothing is cached: each answer is RBAC's of the moment."""
 
     def __init__(self) -> None:
         self._api: client.ApiClient | None = None
@@ -533,7 +546,7 @@ class ProvisioningWebhook:
             return {"allowed": False}
         try:
             found = client.CoreV1Api(api).read_namespace(namespace, _request_timeout=GRANT_REQUEST_TIMEOUT)
-            if found.metadata.deletion_timestamp is not None:
+            if found.metadata.deletion_timestamp is not None or not provisioned(found):
                 return {"allowed": False}
             grant_runner_namespace(api, namespace)
             if rbac_allows(api, spec):

@@ -31,6 +31,7 @@ import heapq
 import itertools
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -170,9 +171,13 @@ def _run_step(callback: Callable[[], None]) -> None:
 
 
 def _pulled(container: _Container, registry_refuses: bool) -> bool:
-    """Whether the container's image can be pulled; if not, the container waits as a kubelet's would, in
+    """Whether the container's image can be pulled; if not, the container waits as a kubelet's would: in
+    InvalidImageName for a reference that does not parse (the API server accepts any non-empty image), else in
     ErrImagePull the first time and ImagePullBackOff after."""
     image = container.spec["image"]
+    if (unparsable := _unparsable(image)) is not None:
+        container.state = {"waiting": {"reason": "InvalidImageName", "message": unparsable}}
+        return False
     registry = image.split("/", 1)[0] if "/" in image else ""
     if registry_refuses:
         error = f'failed to pull and unpack image "{image}": unexpected status from HEAD request: 503'
@@ -186,6 +191,29 @@ def _pulled(container: _Container, registry_refuses: bool) -> bool:
         waiting = {"reason": "ErrImagePull", "message": error}
     container.state = {"waiting": waiting}
     return False
+
+
+# The image reference grammar the kubelet parses with (github.com/distribution/reference v0.6.0, regexp.go: name
+# components lowercase, an optional domain and port, a tag, a digest), through parsers.ParseImageName in
+# applyDefaultImageTag (k8s.io/kubernetes v1.37.2 pkg/kubelet/images/image_manager.go:183-187, 424-428): an image
+# that does not parse never reaches a pull, and the container waits in InvalidImageName for good.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[(?:[a-fA-F0-9:]+)\])(?::[0-9]+)?"
+_REFERENCE = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+
+
+def _unparsable(image: str) -> str | None:
+    """The kubelet's message for an image reference that does not parse, None for one that does."""
+    if _REFERENCE.match(image) and len(image.split("@")[0].split(":")[0]) <= 255:
+        return None
+    why = "invalid reference format"
+    if _REFERENCE.match(image.lower()):
+        why += f": repository name ({image.split(':')[0].split('@')[0]}) must be lowercase"
+    return f'Failed to apply default image tag "{image}": couldn\'t parse image name "{image}": {why}'
 
 
 class _ContainerConfigError(Exception):

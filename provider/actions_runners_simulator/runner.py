@@ -70,6 +70,10 @@ SIGTERM_EXIT, SIGKILL_EXIT = 143, 137
 SESSION_CONFLICT = "A session for this runner already exists."
 _VERSION_TAG = re.compile(r":v?(\d+)\.(\d+)\.(\d+)$")
 _TERM_TRAP = re.compile(r"^\s*trap\s+\S.*\s(TERM|SIGTERM)\b", re.MULTILINE)
+# Where PID 1, the provider's shell, spends its time before it execs run.sh: the lines each phase runs.
+_DOCKER_WAIT_LINE = "until [ -S"
+_CONFIG_LINE = "./config.sh"
+HOLD_LIMIT_SECONDS = 120.0  # a held config.sh goes on by itself then, so that a test that forgets it cannot hang
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +123,43 @@ def _is_dockerd(image: str) -> bool:
     return name.startswith("docker:") and "dind" in name
 
 
-def shell_traps_term(command: tuple[str, ...]) -> bool:
-    """Whether the container's shell script (``bash -c SCRIPT``) traps SIGTERM before it execs run.sh."""
-    return any(_TERM_TRAP.search(part) for part in command)
+def shell_traps_term(command: tuple[str, ...], at: str) -> bool:
+    """Whether the container's shell script (``bash -c SCRIPT``) has trapped SIGTERM by the time it runs the line
+    that starts with ``at`` (a trap is in force only from the line that sets it); a script without that line: by
+    the time it execs run.sh."""
+    script = command[-1] if command else ""
+    trap = _TERM_TRAP.search(script)
+    if trap is None:
+        return False
+    reached = re.search(rf"^\s*{re.escape(at)}", script, re.MULTILINE) or re.search(r"^\s*exec ", script, re.MULTILINE)
+    return reached is None or trap.start() < reached.start()
+
+
+@dataclass
+class ConfigHold:
+    """A staged fault: the next ``count`` runners whose pod's name starts with ``pod_prefix`` stay in config.sh
+    (their container running, nothing registered yet) until the test releases them, as a slow registration
+    leaves a runner while an update looks at it. The hold stands for the look, not for a deletion: a SIGTERM
+    that the shell traps releases it too, and config.sh then goes on as usual (its registration made, offline,
+    before the trap ends the shell); a SIGKILL ends it. ``HOLD_LIMIT_SECONDS`` bounds a hold nobody releases."""
+
+    namespace: str
+    pod_prefix: str
+    count: int
+    pods: list[str] = field(default_factory=list)  # the pods held so far, in order
+    entered: threading.Event = field(default_factory=threading.Event)  # set as each one enters the hold
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+    def wait_entered(self, timeout: float) -> str:
+        """The first pod held, once one is; TimeoutError naming what it waited for."""
+        if not self.entered.wait(timeout):
+            raise TimeoutError(
+                f"no runner of a pod {self.namespace}/{self.pod_prefix}* entered config.sh in {timeout} s"
+            )
+        return self.pods[0]
 
 
 @dataclass
@@ -136,6 +174,7 @@ class _RunnerProcess:
     exited: bool = False
     killed: bool = False  # SIGKILL (or the whole container died): nothing of it runs any more
     term_pending: bool = False  # a SIGTERM its shell trapped, to act on once its foreground command returns
+    waiting_for_docker: bool = False  # its shell is in the Docker wait's loop (before config.sh)
     stopping: bool = False  # run.sh had a SIGTERM: the listener opens no session and takes no job any more
     removed: bool = False
     jobs_done: int = 0
@@ -206,6 +245,7 @@ class SimulatedRunners:
         self.docker_waits: list[tuple[str, float]] = []  # (pod, seconds) each runner waited for its Docker
         self.session_conflicts: list[str] = []  # runner names, once per 409 on CreateSession
         self.sigterms_ignored: list[str] = []  # pods whose PID 1 shell dropped a SIGTERM
+        self._holds: list[ConfigHold] = []
 
     # --- what tests stage -----------------------------------------------------------------------------
 
@@ -223,6 +263,13 @@ class SimulatedRunners:
         for ``slow_removal_seconds`` (or, ``forever``, until their pod is deleted)."""
         with self._lock:
             self._lingering += [forever] * count
+
+    def hold_config(self, namespace: str, pod_prefix: str, count: int = 1) -> ConfigHold:
+        """The next ``count`` runners of pods named ``pod_prefix``... stay in config.sh until released (ConfigHold)."""
+        hold = ConfigHold(namespace, pod_prefix, count)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
 
     def crash(self, namespace: str, pod_name: str, exit_code: int = SIGKILL_EXIT, *, idle_only: bool = False) -> bool:
         """The container dies whole (killed for memory): its session is left behind (listed online until GitHub
@@ -279,7 +326,8 @@ class SimulatedRunners:
                 return
             listening = runner.listening
             if not listening:
-                runner.term_pending = shell_traps_term(process.command)
+                at = _DOCKER_WAIT_LINE if runner.waiting_for_docker else _CONFIG_LINE
+                runner.term_pending = shell_traps_term(process.command, at)
         if not listening:
             if not runner.term_pending:
                 self.sigterms_ignored.append(process.name)  # PID 1 without a handler: the kernel drops it
@@ -314,7 +362,7 @@ class SimulatedRunners:
         if not self._docker_answers(runner) or self._trapped(runner):
             return
         if not jit:
-            if not runner.sleep(self.timings.config_seconds):
+            if not self._through_hold(runner) or not runner.sleep(self.timings.config_seconds):
                 return
             try:
                 runner_id = self._register(runner)
@@ -329,6 +377,36 @@ class SimulatedRunners:
             if killed or self._trapped(runner):
                 return  # registered, offline: no session was opened
         self._listen(runner, jit)
+
+    def _through_hold(self, runner: _RunnerProcess) -> bool:
+        """config.sh held by a staged ConfigHold, if one matches, until it is released; False if the container
+        was killed meanwhile."""
+        process = runner.process
+        with self._lock:
+            hold = next(
+                (
+                    h
+                    for h in self._holds
+                    if h.namespace == process.namespace and process.name.startswith(h.pod_prefix) and h.count > 0
+                ),
+                None,
+            )
+            if hold is not None:
+                hold.count -= 1
+                hold.pods.append(process.name)
+        if hold is None:
+            return True
+        hold.entered.set()
+        deadline = time.monotonic() + HOLD_LIMIT_SECONDS
+        while not hold.released.wait(0.01) and not runner.term_pending:
+            if runner.killed or runner.exited:
+                return False
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "config.sh of %s held for %.0f s and never released: going on", process.name, HOLD_LIMIT_SECONDS
+                )
+                break
+        return not runner.killed and not runner.exited
 
     def _trapped(self, runner: _RunnerProcess) -> bool:
         """The shell's TERM trap runs once its foreground command has returned: the container exits 143."""
@@ -468,6 +546,13 @@ class SimulatedRunners:
         if runner.process.env.get("DOCKER_HOST") != DOCKER_HOST:
             return True
         started = time.monotonic()
+        runner.waiting_for_docker = True
+        try:
+            return self._wait_for_docker(runner, started)
+        finally:
+            runner.waiting_for_docker = False
+
+    def _wait_for_docker(self, runner: _RunnerProcess, started: float) -> bool:
         while time.monotonic() - started < DOCKER_WAIT_SECONDS:
             if runner.killed or runner.exited:
                 return False

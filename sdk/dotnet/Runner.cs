@@ -17,6 +17,12 @@ namespace PulumiActionsRunners.ActionsRunners
     public partial class Runner : global::Pulumi.CustomResource
     {
         /// <summary>
+        /// The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+        /// </summary>
+        [Output("cluster")]
+        public Output<string?> Cluster { get; private set; } = null!;
+
+        /// <summary>
         /// A Docker-in-Docker sidecar for each runner.
         /// </summary>
         [Output("docker")]
@@ -77,7 +83,7 @@ namespace PulumiActionsRunners.ActionsRunners
         public Output<bool?> JitConfig { get; private set; } = null!;
 
         /// <summary>
-        /// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        /// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         /// </summary>
         [Output("kubeconfig")]
         public Output<string?> Kubeconfig { get; private set; } = null!;
@@ -328,7 +334,7 @@ namespace PulumiActionsRunners.ActionsRunners
         public Input<bool>? JitConfig { get; set; }
 
         /// <summary>
-        /// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        /// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         /// </summary>
         [Input("kubeconfig")]
         public Input<string>? Kubeconfig { get; set; }

@@ -17,6 +17,12 @@ namespace PulumiActionsRunners.ActionsRunners
     public partial class RunnerPool : global::Pulumi.CustomResource
     {
         /// <summary>
+        /// The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+        /// </summary>
+        [Output("cluster")]
+        public Output<string?> Cluster { get; private set; } = null!;
+
+        /// <summary>
         /// A Docker-in-Docker sidecar for each runner.
         /// </summary>
         [Output("docker")]
@@ -89,13 +95,13 @@ namespace PulumiActionsRunners.ActionsRunners
         public Output<string?> Job { get; private set; } = null!;
 
         /// <summary>
-        /// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        /// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         /// </summary>
         [Output("kubeconfig")]
         public Output<string?> Kubeconfig { get; private set; } = null!;
 
         /// <summary>
-        /// The runners' labels; a change is made in place.
+        /// The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
         /// </summary>
         [Output("labels")]
         public Output<ImmutableArray<string>> Labels { get; private set; } = null!;
@@ -340,7 +346,7 @@ namespace PulumiActionsRunners.ActionsRunners
         public Input<bool>? JitConfig { get; set; }
 
         /// <summary>
-        /// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        /// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         /// </summary>
         [Input("kubeconfig")]
         public Input<string>? Kubeconfig { get; set; }
@@ -349,7 +355,7 @@ namespace PulumiActionsRunners.ActionsRunners
         private InputList<string>? _labels;
 
         /// <summary>
-        /// The runners' labels; a change is made in place.
+        /// The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
         /// </summary>
         public InputList<string> Labels
         {

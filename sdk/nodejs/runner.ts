@@ -35,6 +35,10 @@ export class Runner extends pulumi.CustomResource {
     }
 
     /**
+     * The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+     */
+    declare public /*out*/ readonly cluster: pulumi.Output<string | undefined>;
+    /**
      * A Docker-in-Docker sidecar for each runner.
      */
     declare public readonly docker: pulumi.Output<boolean | undefined>;
@@ -75,7 +79,7 @@ export class Runner extends pulumi.CustomResource {
      */
     declare public readonly jitConfig: pulumi.Output<boolean | undefined>;
     /**
-     * A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+     * A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
      */
     declare public readonly kubeconfig: pulumi.Output<string | undefined>;
     /**
@@ -192,6 +196,7 @@ export class Runner extends pulumi.CustomResource {
             resourceInputs["runnerGroup"] = args?.runnerGroup;
             resourceInputs["runnerName"] = args?.runnerName;
             resourceInputs["unregisterTimeoutSeconds"] = (args?.unregisterTimeoutSeconds) ?? 600;
+            resourceInputs["cluster"] = undefined /*out*/;
             resourceInputs["labelsUpdated"] = undefined /*out*/;
             resourceInputs["owner"] = undefined /*out*/;
             resourceInputs["podName"] = undefined /*out*/;
@@ -203,6 +208,7 @@ export class Runner extends pulumi.CustomResource {
             resourceInputs["secretName"] = undefined /*out*/;
             resourceInputs["tokenHash"] = undefined /*out*/;
         } else {
+            resourceInputs["cluster"] = undefined /*out*/;
             resourceInputs["docker"] = undefined /*out*/;
             resourceInputs["ephemeral"] = undefined /*out*/;
             resourceInputs["githubAppId"] = undefined /*out*/;
@@ -286,7 +292,7 @@ export interface RunnerArgs {
      */
     jitConfig?: pulumi.Input<boolean | undefined>;
     /**
-     * A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+     * A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
      */
     kubeconfig?: pulumi.Input<string | undefined>;
     /**

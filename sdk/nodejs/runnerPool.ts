@@ -37,6 +37,10 @@ export class RunnerPool extends pulumi.CustomResource {
     }
 
     /**
+     * The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+     */
+    declare public /*out*/ readonly cluster: pulumi.Output<string | undefined>;
+    /**
      * A Docker-in-Docker sidecar for each runner.
      */
     declare public readonly docker: pulumi.Output<boolean | undefined>;
@@ -85,11 +89,11 @@ export class RunnerPool extends pulumi.CustomResource {
      */
     declare public /*out*/ readonly job: pulumi.Output<string | undefined>;
     /**
-     * A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+     * A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
      */
     declare public readonly kubeconfig: pulumi.Output<string | undefined>;
     /**
-     * The runners' labels; a change is made in place.
+     * The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
      */
     declare public readonly labels: pulumi.Output<string[] | undefined>;
     /**
@@ -208,6 +212,7 @@ export class RunnerPool extends pulumi.CustomResource {
             resourceInputs["replicas"] = args?.replicas;
             resourceInputs["runnerGroup"] = args?.runnerGroup;
             resourceInputs["unregisterTimeoutSeconds"] = (args?.unregisterTimeoutSeconds) ?? 600;
+            resourceInputs["cluster"] = undefined /*out*/;
             resourceInputs["finishedPods"] = undefined /*out*/;
             resourceInputs["job"] = undefined /*out*/;
             resourceInputs["owner"] = undefined /*out*/;
@@ -218,6 +223,7 @@ export class RunnerPool extends pulumi.CustomResource {
             resourceInputs["specHash"] = undefined /*out*/;
             resourceInputs["tokenHash"] = undefined /*out*/;
         } else {
+            resourceInputs["cluster"] = undefined /*out*/;
             resourceInputs["docker"] = undefined /*out*/;
             resourceInputs["ephemeral"] = undefined /*out*/;
             resourceInputs["finishedPods"] = undefined /*out*/;
@@ -303,11 +309,11 @@ export interface RunnerPoolArgs {
      */
     jitConfig?: pulumi.Input<boolean | undefined>;
     /**
-     * A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+     * A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
      */
     kubeconfig?: pulumi.Input<string | undefined>;
     /**
-     * The runners' labels; a change is made in place.
+     * The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
      */
     labels?: pulumi.Input<pulumi.Input<string>[] | undefined>;
     /**

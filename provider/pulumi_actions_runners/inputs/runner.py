@@ -17,6 +17,7 @@ from ..kube.pod_template import template_failures, template_json
 from ..lifecycle.pool import PoolTimeouts
 from ..unknowns import holds_unknown, is_unknown
 from . import validation
+from .cluster import CLUSTER, cluster_of
 from .connections import Endpoint
 
 RULES: dict[str, validation.Rule] = {
@@ -68,9 +69,14 @@ def input_differs(olds: dict[str, Any], news: dict[str, Any], key: str) -> bool:
     return validation.differs(old, new)
 
 
-def check_runner_inputs(news: dict[str, Any], rules: dict[str, validation.Rule]) -> tuple[dict[str, Any], list]:
-    """The checked inputs, with ``token_hash`` computed (unknown while the token is), and the failures."""
+def check_runner_inputs(
+    olds: Mapping[str, Any], news: dict[str, Any], rules: dict[str, validation.Rule]
+) -> tuple[dict[str, Any], list]:
+    """The checked inputs, with ``token_hash`` computed (unknown while the token is) and the ``cluster`` the
+    kubeconfig leads to (the old inputs' where that is not known here: no verdict), and the failures."""
     inputs = {**LATER_DEFAULTS, **news}
+    if (cluster := cluster_of(inputs.get("kubeconfig")) or olds.get(CLUSTER)) is not None:
+        inputs[CLUSTER] = cluster
     if inputs.get("runner_group") == "Default":
         inputs["runner_group"] = None  # where runners are without one: naming it changes nothing
     labels = inputs.get("labels")

@@ -16,10 +16,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
+from .pod_state import JOB_TRACKING_FINALIZER
+
 DEFAULT_KUBECONFIG = "~/.kube/config"
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # what load_incluster_config reads
 REQUEST_TIMEOUT = (5, 30)  # (connect, read) seconds: an API server that never answers must not hang a call
 MERGE_PATCH = "application/merge-patch+json"  # the client would send a JSON patch (a list of operations)
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"  # core types': a list entry removed by value
 CONNECTION_POOL_SIZE = 64  # a pool rotates hundreds of runners from as many threads; the default is 5 x cores
 # The API server's metadata-only form of an object (PartialObjectMetadata, what client-go's metadata informers
 # read): a Secret's labels without its data, so that judging whose a Secret is never reads another's credential.
@@ -102,17 +105,19 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
 def kubeconfig_file(kubeconfig: str | None) -> str | None:
     """The kubeconfig the provider uses: the ``kubeconfig`` input, else ``KUBECONFIG``, else ``~/.kube/config``;
     None in a pod of a cluster with none of them (its service account). `KubeconfigNotFound` when there is
-    nothing at all, or a file named does not exist."""
+    nothing at all, or what is named is missing or a directory: judged here, when a call needs the cluster, and
+    not by Check (a pipeline's preview has no kubeconfig)."""
     # As the client reads them: a list of paths (KUBECONFIG's separator), each with ~ expanded, merged.
     if kubeconfig:
-        if not _any_exists(kubeconfig):
-            raise KubeconfigNotFound(f"the kubeconfig input names {kubeconfig}, which does not exist{_SET_IT}")
+        _usable(f"the kubeconfig input names {kubeconfig}", kubeconfig, _SET_THE_INPUT)
         return kubeconfig
     if named := os.environ.get("KUBECONFIG"):
-        if not _any_exists(named):
-            raise KubeconfigNotFound(f"KUBECONFIG names {named}, which does not exist{_SET_IT}")
+        _usable(f"KUBECONFIG names {named}", named, _SET_IT)
         return named
     if _any_exists(DEFAULT_KUBECONFIG):
+        _usable(
+            f"neither the kubeconfig input nor KUBECONFIG is set, and {DEFAULT_KUBECONFIG}", DEFAULT_KUBECONFIG, _SET_IT
+        )
         return DEFAULT_KUBECONFIG
     if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(SERVICE_ACCOUNT_TOKEN):
         return None  # in a pod of a cluster, with its service account's token mounted
@@ -122,13 +127,32 @@ def kubeconfig_file(kubeconfig: str | None) -> str | None:
     )
 
 
+def _usable(named: str, paths: str, what_to_do: str) -> None:
+    """KubeconfigNotFound unless ``paths`` name a file, and no directory (the client would fail to read it)."""
+    existing = [path for path in _expanded(paths) if os.path.exists(path)]
+    if not existing:
+        raise KubeconfigNotFound(f"{named}, which does not exist{what_to_do}")
+    if directory := next((path for path in existing if os.path.isdir(path)), None):
+        where = "" if directory == os.path.expanduser(paths) else f": {directory}"
+        raise KubeconfigNotFound(f"{named}{where}, which is a directory, not a kubeconfig file{what_to_do}")
+
+
 def _any_exists(paths: str) -> bool:
-    return any(os.path.exists(os.path.expanduser(path)) for path in paths.split(os.pathsep) if path)
+    return any(os.path.exists(path) for path in _expanded(paths))
+
+
+def _expanded(paths: str) -> list[str]:
+    return [os.path.expanduser(path) for path in paths.split(os.pathsep) if path]
 
 
 _SET_IT = (
     ". Set the kubeconfig input to a kubeconfig file's path, or KUBECONFIG in the environment of pulumi (a delete or "
     "refresh uses the inputs the resource was made with, so there only KUBECONFIG is read anew)"
+)
+_SET_THE_INPUT = (
+    ". The input, when set, is used instead of KUBECONFIG: set it to a kubeconfig file's path, or leave it out to "
+    "use KUBECONFIG (a delete or refresh uses the input the resource was last updated with: put a kubeconfig "
+    "there, or first update the resource without the input)"
 )
 
 
@@ -234,6 +258,18 @@ class KubeClient:
         try:
             self._core.delete_namespaced_pod(
                 name, namespace, grace_period_seconds=grace_seconds, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    def release_from_job(self, namespace: str, name: str) -> None:
+        """The Job controller's tracking finalizer taken off a pod of a Job (see pod_state.held_by_job); gone
+        already: nothing to do."""
+        body = {"metadata": {"$deleteFromPrimitiveList/finalizers": [JOB_TRACKING_FINALIZER]}}
+        try:
+            self._core.patch_namespaced_pod(
+                name, namespace, body, _content_type=STRATEGIC_MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as error:
             if error.status != 404:

@@ -251,7 +251,11 @@ def _add_docker(pod_spec: dict[str, Any], runner: dict[str, Any], runner_image: 
     work = {"name": "work", "mountPath": WORK_DIR}
     socket = {"name": "dind-sock", "mountPath": "/var/run"}
     externals = {"name": "dind-externals", "mountPath": "/home/runner/externals"}
-    runner["command"][-1] = WAIT_FOR_DOCKER + runner["command"][-1]
+    # After the trap: a pod deleted while its runner waits for Docker ends at the wait's next poll (bash runs the
+    # trap once `sleep 1` returns), instead of taking its whole termination grace to be killed.
+    runner["command"][-1] = runner["command"][-1].replace(
+        f"{STOP_BEFORE_RUN}\n", f"{STOP_BEFORE_RUN}\n{WAIT_FOR_DOCKER}", 1
+    )
     runner["env"].append({"name": "DOCKER_HOST", "value": DOCKER_HOST})
     runner["volumeMounts"] = [work, socket]
     pod_spec["initContainers"] = [

@@ -12,8 +12,14 @@ from typing import Any
 from .manifests import VERSION_DEPRECATED_EXIT_CODE
 
 RUNNER_CONTAINER = "runner"
+# The Job controller counts a pod of its Job that carries this finalizer once the pod has finished (or, without a
+# podFailurePolicy, as soon as it is terminating), then takes the finalizer off. A pod it counts as failed feeds its
+# back-off: 10 s doubling to 10 min before its next pods (k8s.io/kubernetes v1.37.2, pkg/controller/job:
+# job_controller.go getNewFinishedPods and isPodFailed, backoff_utils.go). The controller's own deletions take the
+# finalizer off first (deleteJobPods), so that a pod it deletes is never counted: so do the provider's.
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 # Waiting reasons of a container that will not run by itself: it holds no job, and its runner will not register.
-STUCK_REASONS = ("CrashLoopBackOff", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+STUCK_REASONS = ("CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 PULL_REASONS = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
 # A runner that runs with no registration of it: removed in GitHub while its listener did not notice (the
 # token-refresh path retries for about 11 minutes, or for ever: actions/runner#3328). It takes no job.
@@ -32,6 +38,11 @@ _STOPPED = {
     143: "the runner was stopped (SIGTERM, exit 143): its pod was deleted or evicted, or its node shut down",
     137: "the runner was killed (SIGKILL, exit 137): out of memory, or still running when its grace period ended",
 }
+
+
+def held_by_job(pod: Any) -> bool:
+    """Whether the Job controller has yet to count the pod (JOB_TRACKING_FINALIZER)."""
+    return JOB_TRACKING_FINALIZER in (getattr(pod.metadata, "finalizers", None) or ())
 
 
 def runner_status(pod: Any) -> Any | None:
@@ -84,6 +95,28 @@ def pod_live(pod: Any) -> bool:
     return not pod_finished(pod) and not pod_stuck(pod) and pod.metadata.deletion_timestamp is None
 
 
+def retrying(pod: Any, now: datetime, within: float) -> bool:
+    """Whether the runner container runs again after it failed (restarted since a non-zero exit) and started less
+    than ``within`` seconds ago: a crash loop's retry, which shows as running for as long as its config.sh takes.
+    A container that restarted after exit 0 (run.sh's exit for a session conflict or a removal) is not one."""
+    status = runner_status(pod)
+    running = status.state.running if status is not None and status.state is not None else None
+    last = status.last_state.terminated if status is not None and status.last_state is not None else None
+    if running is None or last is None or not status.restart_count or last.exit_code == 0:
+        return False
+    started = running.started_at
+    return isinstance(started, datetime) and (now - started).total_seconds() <= within
+
+
+def crash_looping(pod: Any | None, registration: dict[str, Any] | None, now: datetime, after: float) -> bool:
+    """A runner in a crash loop, caught between back-offs: its container runs again after a failure (`retrying`)
+    and is not running a job. One snapshot of the pod would call it Running; and GitHub listing it online proves
+    nothing for minutes after a crash (the dead process's session stays until it expires, and a runner that
+    registered again meets 409 against it), so only a job proves it serves."""
+    serving = registration is not None and registration.get("status") == "online" and bool(registration.get("busy"))
+    return pod is not None and not serving and retrying(pod, now, after)
+
+
 def runs_unregistered(pod: Any | None, registration: dict[str, Any] | None, now: datetime, after: float) -> bool:
     """Whether the pod's runner has run for longer than ``after`` seconds (a registration takes seconds) while
     GitHub lists no registration of it: it takes no job, so replacing it loses none."""
@@ -95,14 +128,16 @@ def runs_unregistered(pod: Any | None, registration: dict[str, Any] | None, now:
     return isinstance(started, datetime) and (now - started).total_seconds() > after
 
 
-def pod_phase(pod: Any | None, *, unregistered: bool = False) -> str:
+def pod_phase(pod: Any | None, *, unregistered: bool = False, looping: bool = False) -> str:
     """What a refresh records of a runner's pod: its phase (its runner's outcome, if the runner has exited for
-    good while other containers run on), "Gone", the reason it is stuck, or ``UNREGISTERED`` (see
-    `runs_unregistered`)."""
+    good while other containers run on), "Gone", the reason it is stuck, ``UNREGISTERED`` (see
+    `runs_unregistered`), or CrashLoopBackOff for one ``looping`` (see `crash_looping`) though caught running."""
     if pod is None:
         return "Gone"
     if unregistered:
         return UNREGISTERED
+    if looping:
+        return "CrashLoopBackOff"
     if stuck := pod_stuck(pod):
         return stuck
     phase = pod.status.phase if pod.status is not None else "Pending"
@@ -112,7 +147,7 @@ def pod_phase(pod: Any | None, *, unregistered: bool = False) -> str:
     return str(phase)
 
 
-def pod_problem(pod: Any | None, *, unregistered: bool = False) -> str | None:
+def pod_problem(pod: Any | None, *, unregistered: bool = False, looping: bool = False) -> str | None:
     """What a refresh reports of a runner that will not run a job again without an update, None if nothing."""
     if pod is not None and unregistered:
         return (
@@ -120,7 +155,7 @@ def pod_problem(pod: Any | None, *, unregistered: bool = False) -> str | None:
             "not notice, as actions/runner may for 11 minutes or for ever), so it takes no job; the next update "
             "replaces it"
         )
-    if pod is None or pod_phase(pod) in ("Succeeded", "Running", "Pending"):
+    if pod is None or pod_phase(pod, looping=looping) in ("Succeeded", "Running", "Pending"):
         return None
     return why_not_running(pod)
 

@@ -16,6 +16,10 @@ Why these settings (k8s.io/kubernetes v1.37.2, pkg/controller/job/job_controller
   controller's back-off instead (``DefaultJobPodFailureBackOff`` 10 s doubling to ``MaxJobPodFailureBackOff``
   10 min, reset by a success: backoff_utils.go), so a pool whose token has lapsed does not crash-loop, and a
   refresh reports why they fail.
+- No ``podFailurePolicy`` at all: an ``Ignore`` rule keeps a pod out of the Job's failed count, but not out of
+  its back-off (job_controller.go:1051 against 1059; kubernetes#119378), and a pod deleted through the API gets
+  no ``DisruptionTarget`` condition to match. A pod the provider deletes is released from the Job first instead
+  (pod_state.JOB_TRACKING_FINALIZER), as the controller's own deletions are: it is never counted as failed.
 - No ``--replace``: each pod's name is new, so a name another runner holds fails that pod's config.sh, never
   takes the registration over.
 """
@@ -45,6 +49,10 @@ from .manifests import (
 )
 
 NEVER = 2**31 - 1  # int32's largest: completions and failures a Job never reaches
+# The Job controller's delay before the pods that follow a failed one (DefaultJobPodFailureBackOff), doubled at
+# each failure since the last success up to MaxJobPodFailureBackOff (job_controller.go:77-79, backoff_utils.go).
+JOB_FAILURE_BACKOFF_SECONDS = 10.0
+JOB_FAILURE_BACKOFF_MAX_SECONDS = 600.0
 _GENERATION = re.compile(r"-j(\d+)$")
 
 

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..clock import Clock
@@ -46,7 +47,7 @@ from ..github.registration_tokens import StartTokens
 from ..github.registrations import by_preferred_name
 from ..kube.client import PodAlreadyExists, SecretMetadata, describe
 from ..kube.manifests import JOB_LABEL, POOL_LABEL, RunnerSpec, made_by, pod_manifest
-from ..kube.pod_state import UNREGISTERED, pod_finished, pod_live
+from ..kube.pod_state import ENDED_PHASES, crash_looping, pod_finished, pod_live, retrying
 from ..logs import POOL_THREAD_PREFIX, STATUS
 from ..wording import counted
 from .relabel import PodRelabeler, Relabeler, relabel_runner
@@ -97,8 +98,9 @@ class PoolRunner:
     spec_hash: str | None
     ephemeral: bool | None  # as it was made; None (unknown) is taken down as a persistent one, with the sweep
     shape_hash: str | None = None  # RunnerSpec.shape_hash; None (a state from before it): never relabelled
-    # A refresh found its pod running with no registration (pod_state.runs_unregistered): it takes no job.
-    seen_unregistered: bool = False
+    # A refresh found its pod ended, stuck, or running with no registration (pod_state.ENDED_PHASES): its runner
+    # takes no job, whatever the pod's next snapshot shows, until GitHub lists it online (see _not_serving).
+    seen_ended: bool = False
 
     def unknown(self) -> PoolRunner:
         return replace(self, token_hash=None, spec_hash=None, shape_hash=None)
@@ -114,7 +116,7 @@ class PoolRunner:
             spec_hash=output.get("spec_hash"),
             ephemeral=output.get("ephemeral"),
             shape_hash=output.get("shape_hash"),
-            seen_unregistered=output.get("pod_phase") == UNREGISTERED,
+            seen_ended=output.get("pod_phase") in ENDED_PHASES,
         )
 
 
@@ -303,7 +305,7 @@ def reconcile_pool(
     pool = _Pool(spec, github, pods, clock, timeouts)
     live = _live_pods(pool)
     runners = {runner.name: runner for runner in current}
-    for name in _still_unregistered(pool, runners, live):
+    for name in _not_serving(pool, runners, live):
         del live[name]  # its runner takes no job: restarted as an ended one is
     # Pods the state does not know, or knows as older than they are (a rotation whose provider was killed after
     # it made them): taken in as they are where they are the pool's own, so that nothing is rotated twice.
@@ -606,15 +608,33 @@ def _take_in(pool: _Pool, strays: dict[str, Any], known: dict[str, PoolRunner]) 
     return taken
 
 
-def _still_unregistered(pool: _Pool, runners: dict[str, PoolRunner], live: dict[str, Any]) -> list[str]:
-    """The runners a refresh found running with no registration (removed in GitHub unnoticed, or an ephemeral
-    runner that lost a job assignment) of which GitHub still lists none: asked by name, and only for them."""
-    seen = sorted(name for name, runner in runners.items() if runner.seen_unregistered and name in live)
-    registered = {registration["name"] for registration in pool.github.registrations_of(seen)} if seen else set()
-    ghosts = [name for name in seen if name not in registered]
-    for name in ghosts:
-        log.info("pool %s: %s runs with no registration in GitHub (seen by refresh): restarted", pool.spec.name, name)
-    return ghosts
+def _not_serving(pool: _Pool, runners: dict[str, PoolRunner], live: dict[str, Any]) -> list[str]:
+    """Live pods whose runner takes no job though its container may show as running: one running again after
+    its runner failed, and not running a job (pod_state.crash_looping: a crash loop shows its container running
+    during each retry, so one snapshot of it proves nothing), and one a refresh found ended, stuck or
+    unregistered (``seen_ended``) of which GitHub lists no online registration of this pool's now. Asked by
+    name, and only for them; a wrong verdict costs a restart, which the teardown's busy guard makes safe."""
+    now = datetime.fromtimestamp(pool.clock.time(), UTC)
+    after = pool.timeouts.register_timeout_seconds
+    seen = {name for name in live if name in runners and runners[name].seen_ended}
+    suspects = sorted(seen | {name for name, pod in live.items() if retrying(pod, now, after)})
+    registered = by_preferred_name(
+        r
+        for r in (pool.github.registrations_of(suspects) if suspects else [])
+        if owns(RunnerLocation.of(pool.spec.runner(r["name"]), None), r)
+    )
+    not_serving = []
+    for name in suspects:
+        registration = registered.get(name)
+        if crash_looping(live[name], registration, now, after):
+            why = "restarting after a failure"
+        elif name in seen and (registration is None or registration.get("status") != "online"):
+            why = "seen by refresh"
+        else:
+            continue
+        log.info("pool %s: %s takes no job (%s): restarted", pool.spec.name, name, why)
+        not_serving.append(name)
+    return not_serving
 
 
 def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]]:

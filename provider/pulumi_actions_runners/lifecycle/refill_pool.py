@@ -45,7 +45,7 @@ from ..clock import Clock
 from ..github.client import RemoveOutcome
 from ..github.registration_tokens import MAX_VALIDITY_NEEDED_SECONDS
 from ..github.registrations import by_preferred_name
-from ..kube.client import PodAlreadyExists, SecretMetadata, describe
+from ..kube.client import PodAlreadyExists, SecretMetadata, describe, unusable_namespace
 from ..kube.manifests import JOB_LABEL, POOL_LABEL, RUNNER_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
 from ..kube.pod_state import (
     pod_finished,
@@ -97,6 +97,7 @@ class RefillKube(Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[Any]: ...
     def read_pod(self, namespace: str, name: str) -> Any: ...
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
+    def release_from_job(self, namespace: str, name: str) -> None: ...
     def list_jobs(self, namespace: str, label_selector: str) -> list[Any]: ...
     def read_job(self, namespace: str, name: str) -> Any: ...
     def validate_job(self, manifest: dict[str, Any]) -> None: ...
@@ -193,7 +194,12 @@ def reconcile_refill_pool(
     ``token_changed``: the pool's token differs from the one its state recorded."""
     started = clock.monotonic()
     refill = _Refill(spec, {r.name: r for r in recorded}, github, kube, clock, timeouts)
-    pods = refill.pods()
+    try:
+        pods = refill.pods()
+    except Exception as error:  # its first call in the namespace, refused: nothing is touched, and no retry helps
+        if (unusable := unusable_namespace(error, refill.namespace)) is not None:
+            raise unusable from None
+        raise
     jobs = refill.jobs()
     serving = _serving_job(refill, jobs, pods)
     assert spec.tokens is not None  # a refilling pool's runners register with tokens
@@ -311,13 +317,14 @@ def tear_down_refill_pool(
     clock: Clock,
     timeouts: PoolTimeouts,
 ) -> list[str]:
-    """The Jobs deleted so that nothing refills, then every runner taken down at once, each with its busy guard
-    (``unregister_timeout_seconds``); returns what failed."""
+    """The Jobs deleted so that nothing refills, then every pod that has not finished taken down at once,
+    whatever state it is in (live, stuck pulling its image or crash-looping, terminating: nothing owns it once
+    its Job is gone), each with its busy guard (``unregister_timeout_seconds``); returns what failed."""
     refill = _Refill(spec, {r.name: r for r in recorded}, github, kube, clock, timeouts)
     _orphan(refill, refill.jobs())
     pods = refill.pods(others_fail=False)
-    live = [p for p in pods if pod_live(p)]
-    registered = _owned_registrations(refill, github.list_runners(), live)
+    present = [p for p in pods if not pod_finished(p)]
+    registered = _owned_registrations(refill, github.list_runners(), present)
 
     def run(pod: Any) -> str | None:
         registration = registered.get(pod.metadata.name)
@@ -325,7 +332,7 @@ def tear_down_refill_pool(
         tear_down_runner(location, github, kube, clock, refill.timeouts.teardown())
         return None
 
-    problems = [p for p in concurrently(run, live, lambda pod, e: f"{pod.metadata.name}: {describe(e)}") if p]
+    problems = [p for p in concurrently(run, present, lambda pod, e: f"{pod.metadata.name}: {describe(e)}") if p]
     if not problems:
         problems += _clean(refill, job=None)
     return problems
@@ -636,12 +643,13 @@ def _runner_of(pod: Any, registration: dict[str, Any] | None) -> dict[str, Any]:
 def retire_jobs(
     spec: PoolSpec, github: RefillGitHub, kube: RefillKube, clock: Clock, timeouts: PoolTimeouts
 ) -> list[str]:
-    """A pool that refilled, and no longer does: its Jobs deleted so that nothing refills, their runners that are
-    in no one's service or idle torn down (RemoveRunner first), busy ones left to finish their jobs; a pool
-    reconciled afterwards starts runners of its own in their place. Returns what failed."""
+    """A pool that refilled, and no longer does: its Jobs deleted so that nothing refills, their pods that are in
+    no one's service (stuck ones among them: nothing owns them once their Job is gone) or idle torn down
+    (RemoveRunner first), busy ones left to finish their jobs; a pool reconciled afterwards starts runners of its
+    own in their place. Returns what failed."""
     refill = _Refill(spec, {}, github, kube, clock, timeouts)
     _orphan(refill, refill.jobs())
-    pods = [p for p in refill.pods() if pod_live(p) and JOB_LABEL in (p.metadata.labels or {})]
+    pods = [p for p in refill.pods() if not pod_finished(p) and JOB_LABEL in (p.metadata.labels or {})]
     registered = _owned_registrations(refill, github.list_runners(), pods)
     result = RefillResult(job=None, parallelism=0)
     problems = _tear_down(refill, pods, registered, result)

@@ -3,28 +3,31 @@
 States, in order (each one safe to repeat after a crash, so a re-run Delete finishes the job):
 
 UNREGISTERING  RemoveRunner until GitHub answers 204 or 404 (by the id in state; a registration found by name
-               only if it is provably this runner's, see `owns`). A 422 means the runner is running a job: its pod is
-               left alone, and the call repeated once the shared listing shows the runner idle, until
-               ``unregister_timeout_seconds``, then RunnerStillBusy — the resource stays in state and nothing
-               is lost. RemoveRunner is the only
-               race-free busy check: once it succeeds, GitHub gives the runner no further job. Then the
-               Secret goes, so the container cannot start again with the token.
-GRACE          wait out ``grace_period_seconds`` so the unregistered runner can exit by itself (skipped when its
-               pod had already finished or was gone: there is nothing left to be graceful to).
-SWEEPING       (persistent runners) the container may have restarted and registered again before its Secret
-               went: a registration under its name that is provably its own gets the same guarded RemoveRunner,
-               so none leaks or is killed mid-job.
+               only if it is provably this runner's, see `owns`; an id that answers 404 is as unknown as none).
+               A 422 means the runner is running a job: its pod is left alone, and the call repeated once the
+               shared listing shows the runner idle, until ``unregister_timeout_seconds``, then RunnerStillBusy —
+               the resource stays in state and nothing is lost. RemoveRunner is the only race-free busy check:
+               once it succeeds, GitHub gives that registration no further job. Then the Secret goes, so the
+               container cannot start again with the token.
+GRACE          only after a RemoveRunner that succeeded, for a runner whose pod ran: ``grace_period_seconds`` for
+               the unregistered runner to exit by itself. Never spent blind: a look follows it.
+LAST_LOOK      immediately before the pod's deletion, whatever the runner was made as: a look by name, since its
+               runner may have registered after the first look (config.sh was running then; a container restarted
+               before its Secret went). A registration found that is provably its own gets the same guarded
+               RemoveRunner (a 422 keeps the pod), and a successful one its grace, then another look. When a look
+               finds none, the pod is deleted at once: between the two, milliseconds and no wait (a runner that
+               registers in that gap is still in config.sh or run.sh's start, and SIGTERM ends it before any
+               job, see DELETING_POD). Skipped for a pod that is gone or has finished: nothing in it can register.
+DELETING_POD   delete the pod (with its own termination grace) and wait until it is gone; a pod stuck
+               terminating (a lost node) is then deleted with no grace, since its runner is unregistered.
+SWEEPING       after a last look: a pod deleted while config.sh ran registers, offline, before its shell's trap
+               ends it (manifests.STOP_BEFORE_RUN): that registration is removed once the pod is gone, so none is
+               left behind.
 
 A registration under the runner's name that is not provably its own is never removed, and the teardown
 reports it, so that nothing is started over it. For a runner made with an ownership label it is another's,
 and the pod goes; for one made before ownership labels it might be this pod's runner, so the pod stays and
 the teardown fails saying so (RegistrationNotProvablyOurs).
-DELETING_POD   delete the pod (with its own termination grace) and wait until it is gone; a pod stuck
-               terminating (a lost node) is then deleted with no grace, since its runner is unregistered.
-SWEEPING       (again, for a runner whose registration was never known: a create that failed or was cut
-               short before its runner registered) a pod deleted while config.sh ran registers, offline, before
-               its shell's trap ends it (manifests.STOP_BEFORE_RUN): that registration is removed once the pod is
-               gone, so none is left behind.
 
 A runner that died mid-job (its pod gone, or its container not running) stays busy for GitHub until GitHub
 abandons the job's lock, about ten minutes: the busy wait says so, bounded as any other.
@@ -40,7 +43,7 @@ from typing import Any, Protocol
 from ..clock import Clock
 from ..github.client import RemoveOutcome
 from ..kube.manifests import OWNER_LABEL_PREFIX, RunnerSpec, owner_label
-from ..kube.pod_state import pod_finished, runner_running
+from ..kube.pod_state import held_by_job, pod_finished, runner_running
 from ..kube.runner_secret import SecretApi, delete_runner_secret
 from ..logs import ROUTINE
 
@@ -53,11 +56,15 @@ POD_POLL_MAX_SECONDS = 1.0
 FORCED_DELETION_TIMEOUT_SECONDS = 30.0
 DEAD_RUNNER_CHECK_SECONDS = 30.0  # how often a busy wait looks at the pod: a runner may die mid-job
 JOB_ABANDON_MINUTES = 10  # how long GitHub holds the job of a runner that died (its service's, not documented)
+# Registrations the last look removes before it gives up: each one needs the pod's runner to register anew, which
+# a pod whose Secret is gone cannot do more than once (a container started before the Secret went).
+LAST_LOOK_ROUNDS = 3
 
 
 class TeardownState(enum.Enum):
     UNREGISTERING = "unregistering"
     GRACE = "grace"
+    LAST_LOOK = "last look"
     DELETING_POD = "deleting pod"
     SWEEPING = "sweeping"
     DONE = "done"
@@ -73,6 +80,10 @@ class RegistrationNotProvablyOurs(Exception):
 
 class WaitTimedOut(Exception):
     """A bounded wait ran out; the message says what it waited for."""
+
+
+class KeptRegistering(Exception):
+    """The runner registered again after each removal of the last look: its pod was left running."""
 
 
 class RunnerRegistry(Protocol):
@@ -119,6 +130,7 @@ NO_LIMIT = NoLimit()
 class PodApi(SecretApi, Protocol):
     def read_pod(self, namespace: str, name: str) -> Any: ...
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
+    def release_from_job(self, namespace: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -194,40 +206,29 @@ def tear_down_runner(
     pod_running: bool | None = None,
 ) -> TeardownReport:
     """Once the runner is unregistered it holds one of ``permits``, which the caller gives back when its
-    replacement is up (or has failed). ``pod_running``: known from a listing of pods, else read."""
+    replacement is up (or has failed). ``pod_running``: known from a listing of pods, else read; it decides
+    only whether a removed runner gets its grace."""
     # Judged before unregistering: a runner that exits on its own right after the 204 still gets its grace.
     if pod_running is None:
         pod = pods.read_pod(runner.namespace, runner.pod_name)
         pod_running = pod is not None and not pod_finished(pod)
 
     report = TeardownReport(states=[TeardownState.UNREGISTERING])
-    _unregister(
+    removed = _unregister(
         runner, runner.runner_id, github, clock, timeouts.unregister_timeout_seconds, permits, report, pods=pods
     )
-    unregistered_at = clock.monotonic()  # the grace period counts from here
+    removed_at = clock.monotonic() if removed and pod_running else None  # the grace period counts from here
     # Without its Secret the container cannot start again, so it cannot register again with the token.
     delete_runner_secret(pods, runner.namespace, runner.secret_name, runner.runner_name, runner.pool, runner.owner)
 
-    if pod_running and timeouts.grace_period_seconds > 0:
-        report.states.append(TeardownState.GRACE)
-        log.info(
-            "runner %s unregistered; waiting out its %.1f s grace period before deleting pod %s/%s",
-            runner.runner_name,
-            timeouts.grace_period_seconds,
-            runner.namespace,
-            runner.pod_name,
-            extra=ROUTINE,
-        )
-        clock.sleep(max(unregistered_at + timeouts.grace_period_seconds - clock.monotonic(), 0.0))
-        report.grace_waited_seconds = timeouts.grace_period_seconds
-
-    if not runner.ephemeral:
-        # A persistent runner's container may have restarted (before its Secret went) and registered again, and
-        # even taken a job: that registration gets the same 422 guard before its pod is touched.
-        report.states.append(TeardownState.SWEEPING)
-        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report, pods=pods)
+    pod = pods.read_pod(runner.namespace, runner.pod_name)
+    looked = pod is not None and not pod_finished(pod)  # a runner may run in it, now or after a restart
+    if looked:
+        _last_look(runner, github, pods, clock, timeouts, report, removed_at)
 
     report.states.append(TeardownState.DELETING_POD)
+    if pod is not None and held_by_job(pod):
+        pods.release_from_job(runner.namespace, runner.pod_name)  # its deletion is no failure of the Job's
     pods.delete_pod(runner.namespace, runner.pod_name)
     if not _wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, timeouts.pod_gone_timeout_seconds):
         # Unregistered, so no job can be lost: force it, as for a pod stuck on a lost node.
@@ -239,12 +240,52 @@ def tear_down_runner(
         )
         pods.delete_pod(runner.namespace, runner.pod_name, grace_seconds=0)
         wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, FORCED_DELETION_TIMEOUT_SECONDS)
-    if runner.runner_id is None and pod_running:
-        # Its runner may have been in config.sh: registered after the first look, never to listen (no job).
+    if looked:
+        # Its runner may have been in config.sh: registered as the pod went, never to listen (no job).
         report.states.append(TeardownState.SWEEPING)
         _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report)
     report.states.append(TeardownState.DONE)
     return report
+
+
+def _last_look(
+    runner: RunnerLocation,
+    github: RunnerRegistry,
+    pods: PodApi,
+    clock: Clock,
+    timeouts: TeardownTimeouts,
+    report: TeardownReport,
+    removed_at: float | None,
+) -> None:
+    """Until a look by name, made just before the pod's deletion, finds no registration of this runner to remove:
+    each RemoveRunner that succeeds (``removed_at``: the first one's time) earns the runner its grace, and another
+    look follows the grace. Nothing waits between the look that finds none and the deletion."""
+    grace = timeouts.grace_period_seconds
+    for _ in range(LAST_LOOK_ROUNDS):
+        if removed_at is not None and grace > 0:
+            report.states.append(TeardownState.GRACE)
+            log.info(
+                "runner %s unregistered; waiting out its %.1f s grace period before looking at it once more and "
+                "deleting pod %s/%s",
+                runner.runner_name,
+                grace,
+                runner.namespace,
+                runner.pod_name,
+                extra=ROUTINE,
+            )
+            clock.sleep(max(removed_at + grace - clock.monotonic(), 0.0))
+            report.grace_waited_seconds += grace
+        report.states.append(TeardownState.LAST_LOOK)
+        if not _unregister(
+            runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report, pods=pods
+        ):
+            return
+        removed_at = clock.monotonic()
+    raise KeptRegistering(
+        f"runner {runner.runner_name} registered anew {LAST_LOOK_ROUNDS} times while its pod "
+        f"{runner.namespace}/{runner.pod_name} was being taken down (each registration was removed; something "
+        "starts it again with a valid token): its pod was left running and the resource stays in state"
+    )
 
 
 def unregister_by_name(
@@ -268,9 +309,10 @@ def _unregister(
     report: TeardownReport,
     *,
     pods: PodApi | None = None,
-) -> None:
+) -> bool:
     """RemoveRunner until it is done (None: look the id up by name), holding a permit once it is; counts in
-    ``report`` how often GitHub said busy, and records a registration of the name that is not ours."""
+    ``report`` how often GitHub said busy, and records a registration of the name that is not ours. Whether a
+    registration was removed (a 404 and none found by name: none was)."""
     looked_up = False
     permits.acquire(runner.runner_name)
     deadline = clock.monotonic() + timeout  # for the runner's jobs, not for its turn among the pool's
@@ -280,19 +322,20 @@ def _unregister(
     while True:
         if runner_id is None:
             if looked_up:
-                return
+                return False
             found = github.find_runner(runner.runner_name)  # its own lookup: a "none" here lets the pod go
             looked_up = True
             if found is None:
-                return
+                return False
             if not owns(runner, found):
-                _leave_foreign(runner, found)
+                if report.foreign is None:
+                    _leave_foreign(runner, found)
                 report.foreign = found
-                return
+                return False
             runner_id = int(found["id"])
         outcome = github.remove_runner(runner_id)
         if outcome is RemoveOutcome.REMOVED:
-            return
+            return True
         if outcome is RemoveOutcome.NOT_FOUND:
             # The id in state may be gone while the name is registered again (removed by hand, registered anew).
             runner_id = None

@@ -121,7 +121,18 @@ RUNNER_INPUTS = (
     ),
     Property("register_timeout_seconds", NUMBER, "How long a new runner may take to come online.", default=300),
     *CREDENTIALS,
-    Property("kubeconfig", STRING, "A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster."),
+    Property(
+        "kubeconfig",
+        STRING,
+        "A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out "
+        "where a pipeline gives KUBECONFIG.",
+    ),
+)
+CLUSTER_OUTPUT = Property(
+    "cluster",
+    STRING,
+    "The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: "
+    "its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.",
 )
 RUNNER_OUTPUTS = (
     Property("runner_id", INTEGER, "The runner's id in GitHub."),
@@ -134,6 +145,7 @@ RUNNER_OUTPUTS = (
     Property("pod_phase", STRING, "The pod's phase as the last refresh saw it."),
     Property("pod_problem", STRING, "Why the runner will not take a job, if a refresh saw a reason."),
     Property("labels_updated", STRING, "How the last label change was made: in place, or by replacement."),
+    CLUSTER_OUTPUT,
 )
 POOL_RUNNER = {
     "type": "object",
@@ -150,10 +162,17 @@ POOL_RUNNER = {
         "job": {**STRING, "description": "The Job whose pod it is (a refilling pool's)."},
     },
 }
+# A pool's labels change in place too, but a refilling pool's Job registers its pods with its labels: it rolls.
+POOL_LABELS = Property(
+    "labels",
+    STRINGS,
+    "The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.",
+    default=[],
+)
 POOL_INPUTS = (
     *RUNNER_INPUTS[:2],
     Property("replicas", INTEGER, "How many runners.", required=True),
-    *RUNNER_INPUTS[2:],
+    *(POOL_LABELS if p.name == "labels" else p for p in RUNNER_INPUTS[2:]),
     Property(
         "max_unavailable",
         {"oneOf": [INTEGER, STRING]},
@@ -181,6 +200,7 @@ POOL_OUTPUTS = (
     Property("spec_hash", STRING, "A hash of what its runners are made of."),
     Property("shape_hash", STRING, "The same, apart from labels."),
     Property("owner", STRING, "The resource's ownership id, on its pods and registrations."),
+    CLUSTER_OUTPUT,
 )
 TOKEN_INPUTS = (
     GITHUB_URL,

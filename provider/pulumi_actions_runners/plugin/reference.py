@@ -58,6 +58,12 @@ def change(kind: ResourceKind, name: str) -> str:
         if name == "refresh_before_seconds":
             return "decides when the token is renewed: a larger value may make it due now (replaced)"
         return "used from the next renewal; no change"
+    if name == "kubeconfig":
+        replaced = "runner" if kind.name == "Runner" else "pool"
+        return (
+            "updates the state; no runner touched, unless it leads to another cluster (`cluster`): that replaces the "
+            f"{replaced}, its old cluster drained first through the old kubeconfig"
+        )
     if name in SETTINGS:
         return "updates the state; no runner touched"
     if kind.name == "Runner":
@@ -69,7 +75,10 @@ def change(kind: ResourceKind, name: str) -> str:
     if name in runner_pool.REPLACE_ON:
         return "replaces the pool (taken down first, the safe way)"
     pool_updates = {
-        "labels": "an update that relabels the runners in place (rotates those GitHub cannot relabel)",
+        "labels": (
+            "an update that relabels the runners in place (rotates those GitHub cannot relabel); a refilling pool "
+            "(`refill` true) rolls to a new Job instead, the safe way (a Job's pods register with its labels)"
+        ),
         "replicas": "an update that adds or removes runners (idle ones first, never a busy one)",
         "max_unavailable": "an update; how many rotate at once, no runner touched by itself",
         "refill": "an update that moves the runners to a Job (or back), the safe way",

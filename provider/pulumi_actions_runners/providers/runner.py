@@ -19,6 +19,7 @@ from pulumi.dynamic import (
 from ..clock import SystemClock
 from ..github.client import GitHubClient
 from ..inputs import validation
+from ..inputs.cluster import CLUSTER, cluster_of, other_cluster, verified_cluster
 from ..inputs.connections import Connections, Endpoint, connect
 from ..inputs.runner import (
     LATER_DEFAULTS,
@@ -31,7 +32,7 @@ from ..inputs.runner import (
     input_differs,
 )
 from ..kube.manifests import owner_label
-from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
+from ..kube.pod_state import ENDED_PHASES, crash_looping, pod_phase, pod_problem, runs_unregistered
 from ..lifecycle.relabel import relabel_runner
 from ..lifecycle.startup import start_runner
 from ..lifecycle.teardown import RunnerLocation, owns, tear_down_runner
@@ -52,15 +53,18 @@ class RunnerProvider(ResourceProvider):
     def configure(self, _req: Any) -> None:
         log_to_stderr()
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = check_runner_inputs(news, RUNNER_RULES)
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs, failures = check_runner_inputs(olds, news, RUNNER_RULES)
         return CheckResult(inputs, [CheckFailure(p, r) for p, r in failures])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call: the token's hash decides, so a preview shows every runner a new token recreates; and
-        a runner whose pod a refresh found ended, gone or stuck (``pod_phase``) is recreated too. New labels alone
-        are an update."""
+        a runner whose pod a refresh found ended, gone or stuck (``pod_phase``) is recreated too, as is one whose
+        kubeconfig now leads to another cluster (its old one drained first, through its old settings). New labels
+        alone are an update."""
         replaces = [k for k in ("token_hash", *REPLACE_ON) if input_differs(olds, news, k)]
+        if other_cluster(olds.get(CLUSTER), news.get(CLUSTER)):
+            replaces.append(CLUSTER)
         if olds.get("pod_phase") in ENDED_PHASES:
             replaces.append("pod_phase")
         changes = bool(replaces) or any(validation.differs(olds.get(k), news.get(k)) for k in SETTINGS)
@@ -70,10 +74,12 @@ class RunnerProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = RunnerInputs.of(props, props["runner_name"])
         spec = inputs.spec
+        cluster = cluster_of(inputs.endpoint.kubeconfig)
         with connect(inputs.endpoint) as clients:
             runner_id = _start(inputs, clients)
         outs = {
             **{k: props.get(k) for k in REPLACE_ON + IN_PLACE + SETTINGS + UNDIFFED},
+            CLUSTER: cluster,
             "token_hash": spec.token_hash,
             "runner_id": runner_id,
             "pod_name": spec.pod_name,
@@ -85,6 +91,8 @@ class RunnerProvider(ResourceProvider):
         """Settings, and labels: set in place by GitHub; a runner that cannot be relabelled (relabel.py) is
         replaced here, the safe way, and ``labels_updated`` says which it was."""
         outs = {**LATER_DEFAULTS, **olds, **{k: news.get(k) for k in SETTINGS}}
+        cluster = verified_cluster(f"runner {olds['runner_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"))
+        outs[CLUSTER] = cluster or olds.get(CLUSTER)  # recorded by the first update of a state from before it
         if not any(input_differs(olds, news, k) for k in IN_PLACE):
             return UpdateResult(outs)
         outs["labels"] = news.get("labels")
@@ -106,6 +114,7 @@ class RunnerProvider(ResourceProvider):
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         inputs = RunnerInputs.of(props, props["runner_name"])
+        verified_cluster(f"runner {props['runner_name']}", "delete", props.get(CLUSTER), inputs.endpoint.kubeconfig)
         with connect(inputs.endpoint) as clients:
             tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), inputs.timeouts.teardown())
 
@@ -115,17 +124,19 @@ class RunnerProvider(ResourceProvider):
         with that ``pod_phase``, and ``pod_problem`` says why in the user's
         words (a deprecated runner version, say): the next up recreates it (Diff), and a destroy still takes down
         its Secret and registration."""
+        verified_cluster(f"runner {props['runner_name']}", "refresh", props.get(CLUSTER), props.get("kubeconfig"))
         with connect(Endpoint.of(props)) as clients:
             pod = clients.kube.read_pod(props["namespace"], props["pod_name"])
             runner = _registration(clients.github, props)
-        ghost = runs_unregistered(pod, runner, datetime.now(UTC), float(props["register_timeout_seconds"]))
+        now, after = datetime.now(UTC), float(props["register_timeout_seconds"])
+        ghost, looping = runs_unregistered(pod, runner, now, after), crash_looping(pod, runner, now, after)
         outs = {
             **props,
             "runner_id": runner["id"] if runner else props.get("runner_id"),
             "runner_status": runner["status"] if runner else None,
             "runner_busy": runner["busy"] if runner else None,
-            "pod_phase": pod_phase(pod, unregistered=ghost),
-            "pod_problem": pod_problem(pod, unregistered=ghost),
+            "pod_phase": pod_phase(pod, unregistered=ghost, looping=looping),
+            "pod_problem": pod_problem(pod, unregistered=ghost, looping=looping),
         }
         return ReadResult(id_, outs)
 

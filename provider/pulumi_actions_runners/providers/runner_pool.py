@@ -28,6 +28,7 @@ from ..github.client import RunnerGroupNotFound
 from ..github.registration_tokens import StartTokens
 from ..github.registrations import by_preferred_name
 from ..inputs import validation
+from ..inputs.cluster import CLUSTER, cluster_of, other_cluster, verified_cluster
 from ..inputs.connections import connect
 from ..inputs.runner import (
     RULES,
@@ -49,7 +50,7 @@ from ..kube.client import (
     unusable_namespace,
 )
 from ..kube.manifests import POOL_LABEL
-from ..kube.pod_state import ENDED_PHASES, pod_phase, pod_problem, runs_unregistered
+from ..kube.pod_state import ENDED_PHASES, crash_looping, pod_phase, pod_problem, runs_unregistered
 from ..kube.runner_secret import SecretNotOurs
 from ..lifecycle.pool import (
     PoolResult,
@@ -85,6 +86,10 @@ NOWHERE_TO_RUN = (KubeconfigNotFound, NamespaceUnusable)
 # as a pool's problem after a create that never reached a cluster.
 NO_KUBECONFIG_WORDS = ("Service host/port is not set", "Service token file does not exist", "Invalid kube-config file")
 SEEN_BY_REFRESH = "seen by refresh: "  # marks the problems a refresh found, which the next refresh replaces
+# Raised by a pool's reconciliation before anything is touched (the names are another's, the pod or group is
+# refused, there is nowhere to run): the call fails as it is. Once a refilling pool's Jobs were retired, the state
+# records what exists instead.
+UNTOUCHED = (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound, *NOWHERE_TO_RUN)
 
 
 @scrubbed_provider
@@ -92,8 +97,8 @@ class RunnerPoolProvider(ResourceProvider):
     def configure(self, _req: Any) -> None:
         log_to_stderr()
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        inputs, failures = check_runner_inputs({"refill": False, **news}, POOL_RULES)
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inputs, failures = check_runner_inputs(olds, {"refill": False, **news}, POOL_RULES)
         failures += _refill_failures(inputs)
         if not failures:
             inputs |= _spec_hashes(inputs)
@@ -101,19 +106,25 @@ class RunnerPoolProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """No network call. Besides changed inputs, a pool whose last update did not converge (or whose runners a
-        refresh found ended) has changes, so that the next up finishes the work."""
+        refresh found ended) has changes, so that the next up finishes the work. A kubeconfig that now leads to
+        another cluster replaces the pool: its old cluster is drained first, through its old settings."""
         replaces = [k for k in REPLACE_ON if input_differs(olds, news, k)]
+        if other_cluster(olds.get(CLUSTER), news.get(CLUSTER)):
+            replaces.append(CLUSTER)
         changed = any(input_differs(olds, news, k) for k in (*ROLL_ON, *SETTINGS))
         changed = changed or validation.differs(_refills(olds), news.get("refill"))
         changes = bool(replaces) or changed or not _converged(olds)
         return DiffResult(changes=changes, replaces=replaces, delete_before_replace=True)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        props = {**props, CLUSTER: cluster_of(props.get("kubeconfig"))}
         return CreateResult(f"{props['namespace']}/{props['pool_name']}", _reconcile(props, [], olds=None))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Only in the cluster its runners are in (the first update of a state from before records it)."""
+        cluster = verified_cluster(f"pool {olds['pool_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"))
         # The owner its runners were made with stays (a renamed stack keeps its registrations).
-        props = {**news, "owner": olds.get("owner") or news.get("owner")}
+        props = {**news, "owner": olds.get("owner") or news.get("owner"), CLUSTER: cluster or olds.get(CLUSTER)}
         return UpdateResult(_reconcile(props, _recorded(olds), olds=olds))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -127,6 +138,7 @@ class RunnerPoolProvider(ResourceProvider):
                     "pool %s: its create never reached a cluster, and none is configured: nothing to take down", _id
                 )
                 return
+        verified_cluster(f"pool {props['pool_name']}", "delete", props.get(CLUSTER), inputs.endpoint.kubeconfig)
         with connect(inputs.endpoint) as clients:
             problems = tear_down(
                 _pool_spec(props, inputs),
@@ -148,6 +160,7 @@ class RunnerPoolProvider(ResourceProvider):
         again without an update, and why (a deprecated runner version, an image that cannot be pulled)."""
         inputs = _inputs(props)
         spec = _pool_spec(props, inputs)
+        verified_cluster(f"pool {props['pool_name']}", "refresh", props.get(CLUSTER), inputs.endpoint.kubeconfig)
         if _refills(props):
             return self._read_refilling(id_, props, spec, inputs)
         with connect(inputs.endpoint) as clients:
@@ -165,17 +178,21 @@ class RunnerPoolProvider(ResourceProvider):
                 registration = None  # another's, under the same name: nothing about this runner
             if registration is None and pod is None:
                 continue
-            ghost = runs_unregistered(pod, registration, now, float(props["register_timeout_seconds"]))
+            after = float(props["register_timeout_seconds"])
+            ghost, looping = (
+                runs_unregistered(pod, registration, now, after),
+                crash_looping(pod, registration, now, after),
+            )
             runners.append(
                 {
                     **runner,
                     "id": registration["id"] if registration else runner["id"],
                     "status": registration["status"] if registration else None,
                     "busy": registration["busy"] if registration else None,
-                    "pod_phase": pod_phase(pod, unregistered=ghost),
+                    "pod_phase": pod_phase(pod, unregistered=ghost, looping=looping),
                 }
             )
-            if problem := pod_problem(pod, unregistered=ghost):
+            if problem := pod_problem(pod, unregistered=ghost, looping=looping):
                 problems.append(f"{SEEN_BY_REFRESH}runner {runner['name']}: {problem}")
         # The last update's problems stay (the next up must finish its work); the last refresh's are replaced.
         return ReadResult(id_, {**props, "runners": runners, "problems": _with_seen(props, problems)})
@@ -263,13 +280,15 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
                 retired = True
                 problems = retire_jobs(spec, clients.runners, clients.kube, clock, inputs.timeouts)
             result = reconcile_pool(spec, current, clients.runners, clients.kube, clock, inputs.timeouts)
-    except (RunnerNameTaken, PodAlreadyExists, PodRejected, RunnerGroupNotFound, *NOWHERE_TO_RUN):
-        raise  # raised before anything was touched: the names are another's, the pod or group is refused
     except Exception as error:
-        if result is None:  # raised before any runner was touched (say, the cluster could not be reached)
-            if not retired and (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
+        if result is None and not retired:  # raised before anything was touched
+            if isinstance(error, UNTOUCHED):
+                raise
+            if (unusable := unusable_namespace(error, spec.template.namespace)) is not None:
                 raise unusable from None  # its first call in the namespace refused: nothing there is touched
-            result = PoolResult(runners=current, problems=[f"pool {spec.name}: {describe(error)}"])
+        if result is None:  # no runner was touched (say, the cluster could not be reached), or Jobs were retired
+            retirement = "its refilling Jobs were retired (it no longer refills), then: " if retired else ""
+            result = PoolResult(runners=current, problems=[f"pool {spec.name}: {retirement}{describe(error)}"])
     return {
         **_outputs(props, spec),
         "runners": [_runner_output(spec, r) for r in result.runners],
@@ -312,7 +331,7 @@ def _reconcile_refilling(props: dict[str, Any], recorded: list[PoolRunner], olds
 def _outputs(props: dict[str, Any], spec: PoolSpec) -> dict[str, Any]:
     """The inputs as the state keeps them, and the hash of what the runners are made of."""
     return {
-        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS, *UNDIFFED)},
+        **{k: props.get(k) for k in (*REPLACE_ON, *ROLL_ON, *SETTINGS, *UNDIFFED, CLUSTER)},
         **({"refill": True} if _refills(props) else {}),
         "spec_hash": spec.template.spec_hash,
     }

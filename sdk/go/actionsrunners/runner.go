@@ -16,6 +16,8 @@ import (
 type Runner struct {
 	pulumi.CustomResourceState
 
+	// The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+	Cluster pulumi.StringPtrOutput `pulumi:"cluster"`
 	// A Docker-in-Docker sidecar for each runner.
 	Docker pulumi.BoolPtrOutput `pulumi:"docker"`
 	// A runner takes one job and ends (the default), or runs on.
@@ -36,7 +38,7 @@ type Runner struct {
 	Image pulumi.StringPtrOutput `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrOutput `pulumi:"jitConfig"`
-	// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+	// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 	Kubeconfig pulumi.StringPtrOutput `pulumi:"kubeconfig"`
 	// The runners' labels; a change is made in place.
 	Labels pulumi.StringArrayOutput `pulumi:"labels"`
@@ -180,7 +182,7 @@ type runnerArgs struct {
 	Image *string `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig *bool `pulumi:"jitConfig"`
-	// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+	// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 	Kubeconfig *string `pulumi:"kubeconfig"`
 	// The runners' labels; a change is made in place.
 	Labels []string `pulumi:"labels"`
@@ -224,7 +226,7 @@ type RunnerArgs struct {
 	Image pulumi.StringPtrInput
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrInput
-	// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+	// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 	Kubeconfig pulumi.StringPtrInput
 	// The runners' labels; a change is made in place.
 	Labels pulumi.StringArrayInput
@@ -283,6 +285,11 @@ func (o RunnerOutput) ToRunnerOutputWithContext(ctx context.Context) RunnerOutpu
 	return o
 }
 
+// The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+func (o RunnerOutput) Cluster() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Runner) pulumi.StringPtrOutput { return v.Cluster }).(pulumi.StringPtrOutput)
+}
+
 // A Docker-in-Docker sidecar for each runner.
 func (o RunnerOutput) Docker() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.BoolPtrOutput { return v.Docker }).(pulumi.BoolPtrOutput)
@@ -333,7 +340,7 @@ func (o RunnerOutput) JitConfig() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.BoolPtrOutput { return v.JitConfig }).(pulumi.BoolPtrOutput)
 }
 
-// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 func (o RunnerOutput) Kubeconfig() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.StringPtrOutput { return v.Kubeconfig }).(pulumi.StringPtrOutput)
 }

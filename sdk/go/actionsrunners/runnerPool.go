@@ -16,6 +16,8 @@ import (
 type RunnerPool struct {
 	pulumi.CustomResourceState
 
+	// The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+	Cluster pulumi.StringPtrOutput `pulumi:"cluster"`
 	// A Docker-in-Docker sidecar for each runner.
 	Docker pulumi.BoolPtrOutput `pulumi:"docker"`
 	// A runner takes one job and ends (the default), or runs on.
@@ -40,9 +42,9 @@ type RunnerPool struct {
 	JitConfig pulumi.BoolPtrOutput `pulumi:"jitConfig"`
 	// With refill: the Job whose pods the runners are.
 	Job pulumi.StringPtrOutput `pulumi:"job"`
-	// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+	// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 	Kubeconfig pulumi.StringPtrOutput `pulumi:"kubeconfig"`
-	// The runners' labels; a change is made in place.
+	// The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
 	Labels pulumi.StringArrayOutput `pulumi:"labels"`
 	// At most this many runners (or this percentage of replicas) out of service at once in a rotation.
 	MaxUnavailable pulumi.AnyOutput `pulumi:"maxUnavailable"`
@@ -190,9 +192,9 @@ type runnerPoolArgs struct {
 	Image *string `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig *bool `pulumi:"jitConfig"`
-	// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+	// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 	Kubeconfig *string `pulumi:"kubeconfig"`
-	// The runners' labels; a change is made in place.
+	// The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
 	Labels []string `pulumi:"labels"`
 	// At most this many runners (or this percentage of replicas) out of service at once in a rotation.
 	MaxUnavailable interface{} `pulumi:"maxUnavailable"`
@@ -240,9 +242,9 @@ type RunnerPoolArgs struct {
 	Image pulumi.StringPtrInput
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrInput
-	// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+	// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 	Kubeconfig pulumi.StringPtrInput
-	// The runners' labels; a change is made in place.
+	// The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
 	Labels pulumi.StringArrayInput
 	// At most this many runners (or this percentage of replicas) out of service at once in a rotation.
 	MaxUnavailable pulumi.Input
@@ -305,6 +307,11 @@ func (o RunnerPoolOutput) ToRunnerPoolOutputWithContext(ctx context.Context) Run
 	return o
 }
 
+// The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+func (o RunnerPoolOutput) Cluster() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RunnerPool) pulumi.StringPtrOutput { return v.Cluster }).(pulumi.StringPtrOutput)
+}
+
 // A Docker-in-Docker sidecar for each runner.
 func (o RunnerPoolOutput) Docker() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.BoolPtrOutput { return v.Docker }).(pulumi.BoolPtrOutput)
@@ -365,12 +372,12 @@ func (o RunnerPoolOutput) Job() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.StringPtrOutput { return v.Job }).(pulumi.StringPtrOutput)
 }
 
-// A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+// A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
 func (o RunnerPoolOutput) Kubeconfig() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.StringPtrOutput { return v.Kubeconfig }).(pulumi.StringPtrOutput)
 }
 
-// The runners' labels; a change is made in place.
+// The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
 func (o RunnerPoolOutput) Labels() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.StringArrayOutput { return v.Labels }).(pulumi.StringArrayOutput)
 }

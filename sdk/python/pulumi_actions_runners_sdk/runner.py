@@ -53,7 +53,7 @@ class RunnerArgs:
         :param pulumi.Input[_builtins.float] grace_period_seconds: How long an unregistered runner's pod is left before it is deleted.
         :param pulumi.Input[_builtins.str] image: The runner image.
         :param pulumi.Input[_builtins.bool] jit_config: Just-in-time runners: GitHub makes each one's config; no token.
-        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change is made in place.
         :param Any pod_template: A Kubernetes PodTemplateSpec merged into each runner's pod: resources, placement, volumes, sidecars.
         :param pulumi.Input[_builtins.float] register_timeout_seconds: How long a new runner may take to come online.
@@ -252,7 +252,7 @@ class RunnerArgs:
     @pulumi.getter
     def kubeconfig(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
-        A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         """
         return pulumi.get(self, "kubeconfig")
 
@@ -399,7 +399,7 @@ class Runner(pulumi.CustomResource):
         :param pulumi.Input[_builtins.float] grace_period_seconds: How long an unregistered runner's pod is left before it is deleted.
         :param pulumi.Input[_builtins.str] image: The runner image.
         :param pulumi.Input[_builtins.bool] jit_config: Just-in-time runners: GitHub makes each one's config; no token.
-        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change is made in place.
         :param pulumi.Input[_builtins.str] namespace: The Kubernetes namespace of the runners' pods; it must exist.
         :param Any pod_template: A Kubernetes PodTemplateSpec merged into each runner's pod: resources, placement, volumes, sidecars.
@@ -501,6 +501,7 @@ class Runner(pulumi.CustomResource):
             if unregister_timeout_seconds is None:
                 unregister_timeout_seconds = 600
             __props__.__dict__["unregister_timeout_seconds"] = unregister_timeout_seconds
+            __props__.__dict__["cluster"] = None
             __props__.__dict__["labels_updated"] = None
             __props__.__dict__["owner"] = None
             __props__.__dict__["pod_name"] = None
@@ -535,6 +536,7 @@ class Runner(pulumi.CustomResource):
 
         __props__ = RunnerArgs.__new__(RunnerArgs)
 
+        __props__.__dict__["cluster"] = None
         __props__.__dict__["docker"] = None
         __props__.__dict__["ephemeral"] = None
         __props__.__dict__["github_app_id"] = None
@@ -566,6 +568,14 @@ class Runner(pulumi.CustomResource):
         __props__.__dict__["token_hash"] = None
         __props__.__dict__["unregister_timeout_seconds"] = None
         return Runner(resource_name, opts=opts, __props__=__props__)
+
+    @_builtins.property
+    @pulumi.getter
+    def cluster(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+        """
+        return pulumi.get(self, "cluster")
 
     @_builtins.property
     @pulumi.getter
@@ -651,7 +661,7 @@ class Runner(pulumi.CustomResource):
     @pulumi.getter
     def kubeconfig(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
-        A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         """
         return pulumi.get(self, "kubeconfig")
 

@@ -58,8 +58,8 @@ class RunnerPoolArgs:
         :param pulumi.Input[_builtins.float] grace_period_seconds: How long an unregistered runner's pod is left before it is deleted.
         :param pulumi.Input[_builtins.str] image: The runner image.
         :param pulumi.Input[_builtins.bool] jit_config: Just-in-time runners: GitHub makes each one's config; no token.
-        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
-        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change is made in place.
+        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
         :param pulumi.Input[Union[_builtins.int, _builtins.str]] max_unavailable: At most this many runners (or this percentage of replicas) out of service at once in a rotation.
         :param Any pod_template: A Kubernetes PodTemplateSpec merged into each runner's pod: resources, placement, volumes, sidecars.
         :param pulumi.Input[_builtins.str] pool_name: The prefix of its runners' names; else one made from the resource's name, project and stack.
@@ -278,7 +278,7 @@ class RunnerPoolArgs:
     @pulumi.getter
     def kubeconfig(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
-        A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         """
         return pulumi.get(self, "kubeconfig")
 
@@ -290,7 +290,7 @@ class RunnerPoolArgs:
     @pulumi.getter
     def labels(self) -> pulumi.Input[Optional[Sequence[pulumi.Input[_builtins.str]]]]:
         """
-        The runners' labels; a change is made in place.
+        The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
         """
         return pulumi.get(self, "labels")
 
@@ -452,8 +452,8 @@ class RunnerPool(pulumi.CustomResource):
         :param pulumi.Input[_builtins.float] grace_period_seconds: How long an unregistered runner's pod is left before it is deleted.
         :param pulumi.Input[_builtins.str] image: The runner image.
         :param pulumi.Input[_builtins.bool] jit_config: Just-in-time runners: GitHub makes each one's config; no token.
-        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
-        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change is made in place.
+        :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
+        :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
         :param pulumi.Input[Union[_builtins.int, _builtins.str]] max_unavailable: At most this many runners (or this percentage of replicas) out of service at once in a rotation.
         :param pulumi.Input[_builtins.str] namespace: The Kubernetes namespace of the runners' pods; it must exist.
         :param Any pod_template: A Kubernetes PodTemplateSpec merged into each runner's pod: resources, placement, volumes, sidecars.
@@ -567,6 +567,7 @@ class RunnerPool(pulumi.CustomResource):
             if unregister_timeout_seconds is None:
                 unregister_timeout_seconds = 600
             __props__.__dict__["unregister_timeout_seconds"] = unregister_timeout_seconds
+            __props__.__dict__["cluster"] = None
             __props__.__dict__["finished_pods"] = None
             __props__.__dict__["job"] = None
             __props__.__dict__["owner"] = None
@@ -600,6 +601,7 @@ class RunnerPool(pulumi.CustomResource):
 
         __props__ = RunnerPoolArgs.__new__(RunnerPoolArgs)
 
+        __props__.__dict__["cluster"] = None
         __props__.__dict__["docker"] = None
         __props__.__dict__["ephemeral"] = None
         __props__.__dict__["finished_pods"] = None
@@ -633,6 +635,14 @@ class RunnerPool(pulumi.CustomResource):
         __props__.__dict__["token_hash"] = None
         __props__.__dict__["unregister_timeout_seconds"] = None
         return RunnerPool(resource_name, opts=opts, __props__=__props__)
+
+    @_builtins.property
+    @pulumi.getter
+    def cluster(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The Kubernetes cluster the runners are in, as the kubeconfig named it when they were made or last updated: its API server's address and a hash of its CA. A kubeconfig leading to another cluster replaces them.
+        """
+        return pulumi.get(self, "cluster")
 
     @_builtins.property
     @pulumi.getter
@@ -734,7 +744,7 @@ class RunnerPool(pulumi.CustomResource):
     @pulumi.getter
     def kubeconfig(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
-        A kubeconfig file; else KUBECONFIG, ~/.kube/config or in-cluster.
+        A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         """
         return pulumi.get(self, "kubeconfig")
 
@@ -742,7 +752,7 @@ class RunnerPool(pulumi.CustomResource):
     @pulumi.getter
     def labels(self) -> pulumi.Output[Optional[Sequence[_builtins.str]]]:
         """
-        The runners' labels; a change is made in place.
+        The runners' labels; a change relabels them in place, or, with refill, rolls to a new Job.
         """
         return pulumi.get(self, "labels")
 
