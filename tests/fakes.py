@@ -119,7 +119,7 @@ class FakePods:
             metadata=SimpleNamespace(deletion_timestamp=pod["gone_at"], annotations={}),
         )
 
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None, *, once: bool = False) -> None:
         forced = " with no grace" if grace_seconds == 0 else ""
         self.journal.append(f"delete pod {name} at {self.clock.now:.1f}{forced}")
         pod = self.pods.get(name)

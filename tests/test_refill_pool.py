@@ -318,16 +318,16 @@ def looked_up_by_name(sim: Simulator, runner: str) -> bool:
 def test_a_token_renewal_never_kills_a_job_taken_by_a_pod_that_registers_while_it_is_torn_down(
     kube_api_server: KubeApiServer,
 ) -> None:
-    """At actions/runner's own speeds (config.sh 2 s, then 1 s to a session), the Job's newest pod is still in
+    """At half actions/runner's own speeds (config.sh 4 s, then 2 s to a session), the Job's newest pod is still in
     config.sh when the update lists the pool (held there until the update has looked its runner up by name and
     found none). Its runner registers with the old, still valid token, and GitHub offers it a job as it comes
     online. Nothing is decided on the strength of that first look: the pod is deleted at once after a second look
     just before it, so it never listens, and the registration its config.sh leaves is removed. (Before: the grace
     period was spent blind after the first look, the runner took the job meanwhile, and the deletion killed it.)"""
-    with quick_simulator(kube_api_server, runner_speedup=1.0) as sim:
+    with quick_simulator(kube_api_server, runner_speedup=0.5) as sim:
         old, new = new_token(sim), new_token(sim)
         with MiniEngine(ROOT) as engine:
-            engine.up(refilling(sim, old, replicas=2, grace_period_seconds=8))
+            engine.up(refilling(sim, old, replicas=2, grace_period_seconds=12))
             first = set(online(sim))
             hold = sim.runners.hold_config(NAMESPACE, "pool-j1-")
             sim.github.start_job(sorted(first)[0], 0.1)  # its runner ends; the Job starts a pod in its slot
@@ -342,7 +342,7 @@ def test_a_token_renewal_never_kills_a_job_taken_by_a_pod_that_registers_while_i
                 Once(lambda: looked_up_by_name(sim, registering), hold.release),
             ):
                 try:
-                    engine.up(refilling(sim, new, replicas=2, grace_period_seconds=8))
+                    engine.up(refilling(sim, new, replicas=2, grace_period_seconds=12))
                 finally:
                     hold.release()
 

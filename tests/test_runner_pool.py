@@ -163,7 +163,17 @@ def test_a_refresh_the_api_server_fails_says_its_status_and_message_not_the_clie
 
 def test_destroy_takes_down_every_runner_of_the_pool(sim) -> None:
     with MiniEngine(ROOT) as engine:
-        engine.up(token_and_pool(sim, new_token(sim), replicas=3))
+        token = new_token(sim)
+        engine.up(token_and_pool(sim, token, replicas=3))
+        # A pod of the pool its state does not list (an update cut short made it), that cannot pull its image.
+        stuck = RunnerSpec(
+            sim.repo_url, NAMESPACE, "pool-3", (), True, "registry.invalid/actions-runner:2.336.0", sha256(token),
+            pool="pool", owner=owner_id(engine, "RunnerPool", "pool"),
+        )  # fmt: skip
+        with KubeClient(str(sim.kubeconfig)) as kube:
+            kube.create_secret(secret_manifest(stuck, token))
+            kube.create_pod(pod_manifest(stuck))
+        wait_until(lambda: "BackOff" in str(sim.kube.pod(NAMESPACE, "pool-3")["status"]), "pool-3 to be stuck pulling")
         engine.destroy()
 
     assert sim.kube.pods(NAMESPACE) == []

@@ -334,8 +334,10 @@ def test_a_registration_config_sh_makes_as_the_pod_is_deleted_is_swept_whatever_
     clock, github, pods, journal = world
     delete_pod = pods.delete_pod
 
-    def registers_as_it_goes(namespace: str, name: str, grace_seconds: int | None = None) -> None:
-        delete_pod(namespace, name, grace_seconds)
+    def registers_as_it_goes(
+        namespace: str, name: str, grace_seconds: int | None = None, *, once: bool = False
+    ) -> None:
+        delete_pod(namespace, name, grace_seconds, once=once)
         github.add(11, "runner-a")
 
     pods.delete_pod = registers_as_it_goes
@@ -363,3 +365,34 @@ def test_a_runner_that_keeps_registering_keeps_its_pod(world) -> None:
         tear_down_runner(location(runner_id=7), github, pods, clock, TIMEOUTS)
 
     assert not any(line.startswith("delete pod") for line in journal)
+
+
+def test_a_deletion_refused_is_tried_again_only_after_another_look(world) -> None:
+    """A throttled API server refuses the deletion: the client's own retries would wait between them blind, while
+    the runner could register and take a job; each try is one request, and the next follows a look."""
+    clock, github, pods, journal = world
+    delete_pod = pods.delete_pod
+    refusals = iter([True, True])
+
+    def throttled(namespace: str, name: str, grace_seconds: int | None = None, *, once: bool = False) -> None:
+        assert once, "a deletion after a look is one request"
+        if next(refusals, False):
+            journal.append("delete pod refused: 429")
+            raise RuntimeError("Kubernetes answered 429 Too Many Requests")
+        delete_pod(namespace, name, grace_seconds, once=once)
+
+    def registers_while_throttled(seconds: float) -> None:
+        if journal.count("delete pod refused: 429") == 1 and not journal.count("registered"):
+            journal.append("registered")
+            github.add(9, "runner-a", busy_for=20)  # config.sh ended meanwhile, and GitHub gave it a job
+
+    pods.delete_pod = throttled
+    clock.on_sleep.append(registers_while_throttled)
+
+    tear_down_runner(location(runner_id=None), github, pods, clock, TIMEOUTS)
+
+    after_refusal = journal[journal.index("delete pod refused: 429") + 1 :]
+    assert after_refusal[:2] == ["registered", "find runner-a"], "a look before the next try"
+    assert [line for line in journal if line.startswith("remove 9")] == ["remove 9: 422", "remove 9: 204"]
+    deletion = next(line for line in journal if line.startswith("delete pod runner-a"))
+    assert journal.index(deletion) > journal.index("remove 9: 204"), "the busy runner's pod was deleted"

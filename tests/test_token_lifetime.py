@@ -122,14 +122,17 @@ def test_a_pool_runner_crash_looping_on_an_expired_token_makes_the_pool_unconver
         hold = sim.runners.hold_config(NAMESPACE, "pool-1")
         hold.wait_entered(15)
         assert _retrying(sim, "pool-1")
+        broken_pod = sim.kube.pod(NAMESPACE, "pool-1")["metadata"]["uid"]
+        broken_id = {r["name"]: r["id"] for r in sim.github.runners()}["pool-1"]
         try:
             engine.up(program)
         finally:
             hold.release()
 
         assert outputs(engine, "pool")["problems"] == []
-        wait_until(
-            lambda: {r["name"] for r in sim.github.runners() if r["status"] == "online"} == {"pool-0", "pool-1"},
-            "both runners online",
-        )
+        # Restarted: a new pod, registered anew (the broken one's registration, which its stale session kept
+        # online, removed); not the same pod between two retries.
+        assert sim.kube.pod(NAMESPACE, "pool-1")["metadata"]["uid"] != broken_pod
+        online = {r["name"]: r["id"] for r in sim.github.runners() if r["status"] == "online"}
+        assert online.keys() == {"pool-0", "pool-1"} and online["pool-1"] != broken_id, online
         assert not _crash_looping(sim, "pool-1")

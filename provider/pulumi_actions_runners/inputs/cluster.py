@@ -4,19 +4,23 @@ where none of its pods are, and so that no call touches a cluster other than the
 
 A kubeconfig's path says nothing of the cluster (a laptop and CI reach the same one through different paths, and
 KUBECONFIG or ~/.kube/config stand in for an unset input): its identity is what the kubeconfig the provider would
-use says of the current context's cluster, its API server's address and the CA it trusts. Two identities name
-the same cluster if they share either (the same CA reached at another address, or the same address with a
-renewed CA), and another cluster if they share neither; where one is not known (no kubeconfig in a pipeline's
-preview, a state from before this), there is no verdict.
+use says of the current context's cluster, its API server's address and the CA it trusts. The CA decides where
+both sides name one (another CA is another cluster, at whatever address: k3s's 127.0.0.1:6443, a tunnel or a DNS
+name moved to a new cluster), else the address; where neither can be compared (no kubeconfig in a pipeline's
+preview, a state from before this), there is no verdict. What the kubeconfig alone calls another cluster is
+confirmed, before a call is refused, by looking for the resource's own pods there: a renewed CA or another
+address of the same cluster then passes (a replacement planned for it rotates the runners, the safe way).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import re
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,8 +29,11 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import FileOrData, KubeConfigMerger
 from yaml import YAMLError
 
-from ..kube.client import DEFAULT_KUBECONFIG, KubeconfigNotFound, kubeconfig_file
+from ..kube.client import DEFAULT_KUBECONFIG, KubeClient, KubeconfigNotFound, kubeconfig_file
+from ..kube.manifests import OWNER_LABEL
 from ..unknowns import is_unknown
+
+log = logging.getLogger(__name__)
 
 CLUSTER = "cluster"  # the recorded identity: a Check-computed input, and an output of Runner and RunnerPool
 SERVICE_ACCOUNT_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -55,10 +62,10 @@ class Cluster:
         return cls(None if address == IN_CLUSTER else address, match["ca"])
 
     def other_than(self, other: Cluster) -> bool:
-        """Shares neither the address nor the CA with ``other``, and is comparable by at least one of them."""
-        pairs = [(self.address, other.address), (self.ca, other.ca)]
-        known = [(mine, theirs) for mine, theirs in pairs if mine is not None and theirs is not None]
-        return bool(known) and all(mine != theirs for mine, theirs in known)
+        """Another CA than ``other``'s, where both name one; else another address, where both name one."""
+        if self.ca is not None and other.ca is not None:
+            return self.ca != other.ca
+        return self.address is not None and other.address is not None and self.address != other.address
 
 
 def cluster_of(kubeconfig: Any) -> str | None:
@@ -86,12 +93,24 @@ class OtherCluster(Exception):
     touched or recorded, saying where they are, where the kubeconfig leads, and how to move them."""
 
 
-def verified_cluster(what: str, operation: str, recorded: Any, kubeconfig: Any) -> str | None:
+def verified_cluster(
+    what: str, operation: str, recorded: Any, kubeconfig: Any, ours_there: Callable[[], bool]
+) -> str | None:
     """Before ``operation`` (a delete, an update, a refresh) of ``what`` (runner NAME, pool NAME) touches anything:
     the identity of the cluster it reaches (None if not known here: the connection then says why), or
-    `OtherCluster` if that is another cluster than ``recorded``."""
+    `OtherCluster` if that is another cluster than ``recorded`` and ``ours_there`` (a read of the resource's own
+    pods there) finds none of them."""
     reached = cluster_of(kubeconfig)
     if not other_cluster(recorded, reached):
+        return reached
+    if ours_there():
+        log.info(
+            "%s: its kubeconfig now describes its cluster as %s (recorded: %s), and its pods are there: the same "
+            "cluster, with a new address or CA",
+            what,
+            reached,
+            recorded,
+        )
         return reached
     raise OtherCluster(
         f"{what} is in the Kubernetes cluster {recorded}, as its state records, but this {operation} would reach "
@@ -102,6 +121,17 @@ def verified_cluster(what: str, operation: str, recorded: Any, kubeconfig: Any) 
         "the old cluster (pulumi destroy --target URN), then update. If the old cluster is gone, and its pods with "
         "it: pulumi state delete URN, then update (the new runners replace their old registrations)"
     )
+
+
+def pods_there(kubeconfig: str | None, namespace: str, selector: str, owner: str | None) -> Callable[[], bool]:
+    """A read of the resource's own pods (its ownership label) in the cluster this kubeconfig leads to."""
+
+    def look() -> bool:
+        with KubeClient(kubeconfig) as kube:
+            pods = kube.list_pods(namespace, selector)
+        return any(owner is not None and (pod.metadata.labels or {}).get(OWNER_LABEL) == owner for pod in pods)
+
+    return look
 
 
 def _named_by(kubeconfig: str | None) -> str:

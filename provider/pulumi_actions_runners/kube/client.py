@@ -84,15 +84,20 @@ class SecretMetadata:
         return cls(meta["name"], meta["uid"], meta["resourceVersion"], dict(meta.get("labels") or {}))
 
 
-def load_api_client(kubeconfig: str | None) -> client.ApiClient:
+def load_api_client(kubeconfig: str | None, *, retries: bool = True) -> client.ApiClient:
+    """``retries`` False: each call is one request, for a caller that must look again before it tries again."""
     configuration = client.Configuration()
-    configuration.retries = Retry(
-        total=4,
-        backoff_factor=0.5,
-        status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=None,  # create/delete here are idempotent or checked for 409/404
-        respect_retry_after_header=False,  # a Retry-After would be an unbounded wait; backoff is bounded
-        raise_on_status=False,
+    configuration.retries = (
+        Retry(
+            total=4,
+            backoff_factor=0.5,
+            status_forcelist=(429, 500, 502, 503, 504),
+            allowed_methods=None,  # create/delete here are idempotent or checked for 409/404
+            respect_retry_after_header=False,  # a Retry-After would be an unbounded wait; backoff is bounded
+            raise_on_status=False,
+        )
+        if retries
+        else False
     )
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     path = kubeconfig_file(kubeconfig)
@@ -161,12 +166,16 @@ class KubeClient:
     may be repeated)."""
 
     def __init__(self, kubeconfig: str | None) -> None:
+        self._kubeconfig = kubeconfig
         self._api_client = load_api_client(kubeconfig)
         self._core = client.CoreV1Api(self._api_client)
         self._batch = client.BatchV1Api(self._api_client)
+        self._once: client.ApiClient | None = None  # made when first needed (delete_pod's once)
 
     def close(self) -> None:
         self._api_client.close()
+        if self._once is not None:
+            self._once.close()
 
     def __enter__(self) -> KubeClient:
         return self
@@ -253,10 +262,16 @@ class KubeClient:
         )
         return [SecretMetadata.of(item) for item in json.loads(response.data)["items"] or ()]  # null when empty
 
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
-        """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise."""
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None, *, once: bool = False) -> None:
+        """Graceful deletion, with the pod's own terminationGracePeriodSeconds unless told otherwise. ``once``: one
+        request, no retry after a refusal or a timeout (the caller looks at the runner again first)."""
+        core = self._core
+        if once:
+            if self._once is None:
+                self._once = load_api_client(self._kubeconfig, retries=False)
+            core = client.CoreV1Api(self._once)
         try:
-            self._core.delete_namespaced_pod(
+            core.delete_namespaced_pod(
                 name, namespace, grace_period_seconds=grace_seconds, _request_timeout=REQUEST_TIMEOUT
             )
         except ApiException as error:

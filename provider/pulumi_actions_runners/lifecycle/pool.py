@@ -416,10 +416,12 @@ def tear_down_pool(
     clock: Clock,
     timeouts: PoolTimeouts,
 ) -> list[str]:
-    """Every runner of the pool taken down at once, each with its busy guard; returns what failed."""
+    """Every runner of the pool taken down at once, each with its busy guard, and every pod of it that has not
+    finished, whatever state it is in (stuck, terminating: a stray the state does not list too); returns what
+    failed."""
     pool = _Pool(spec, github, pods, clock, timeouts)
     runners = {runner.name: runner for runner in current}
-    for name in _live_pods(pool, others_fail=False, of_jobs=True):
+    for name in _live_pods(pool, others_fail=False, of_jobs=True, present=True):
         runners.setdefault(name, PoolRunner(name, None, None, None, None))
 
     def run(runner: PoolRunner) -> str | None:
@@ -617,7 +619,8 @@ def _not_serving(pool: _Pool, runners: dict[str, PoolRunner], live: dict[str, An
     now = datetime.fromtimestamp(pool.clock.time(), UTC)
     after = pool.timeouts.register_timeout_seconds
     seen = {name for name in live if name in runners and runners[name].seen_ended}
-    suspects = sorted(seen | {name for name, pod in live.items() if retrying(pod, now, after)})
+    # Only the state's runners: a pod it does not list is taken in (and rotated or scaled down) whatever it does.
+    suspects = sorted(seen | {name for name, pod in live.items() if name in runners and retrying(pod, now, after)})
     registered = by_preferred_name(
         r
         for r in (pool.github.registrations_of(suspects) if suspects else [])
@@ -647,11 +650,14 @@ def _check_names_ours(pool: _Pool, names: list[str]) -> dict[str, dict[str, Any]
     return by_preferred_name(registered)
 
 
-def _live_pods(pool: _Pool, *, others_fail: bool = True, of_jobs: bool = False) -> dict[str, Any]:
+def _live_pods(
+    pool: _Pool, *, others_fail: bool = True, of_jobs: bool = False, present: bool = False
+) -> dict[str, Any]:
     """The pool's pods that run (or will): finished and terminating ones count as ended. Pods of another stack's
     pool of the same name in the namespace are never ours; with ``others_fail`` they fail the call before
     anything is touched. ``of_jobs``: with the pods a Job made while the pool refilled (refill_pool.py), which
-    a pool that no longer refills leaves to finish their jobs, and its teardown takes down."""
+    a pool that no longer refills leaves to finish their jobs, and its teardown takes down. ``present``: every
+    pod that has not finished (stuck and terminating ones too), for a teardown that must leave none."""
     namespace, selector = pool.spec.template.namespace, f"{POOL_LABEL}={pool.spec.name}"
     pods = pool.pods.list_pods(namespace, selector)
     theirs = sorted(pod.metadata.name for pod in pods if not made_by(pool.spec.template, pod.metadata.labels))
@@ -663,7 +669,7 @@ def _live_pods(pool: _Pool, *, others_fail: bool = True, of_jobs: bool = False) 
             f"pool_name {pool.spec.name!r}: pods {', '.join(theirs)} in namespace {namespace} belong to another "
             "resource's pool of that name (another stack's); nothing was touched. Choose another pool_name."
         )
-    return {pod.metadata.name: pod for pod in pods if pod_live(pod)}
+    return {pod.metadata.name: pod for pod in pods if (not pod_finished(pod) if present else pod_live(pod))}
 
 
 def _of_a_job(pod: Any) -> bool:

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from ..clock import Clock
 from ..github.client import RemoveOutcome
+from ..kube.client import describe
 from ..kube.manifests import OWNER_LABEL_PREFIX, RunnerSpec, owner_label
 from ..kube.pod_state import held_by_job, pod_finished, runner_running
 from ..kube.runner_secret import SecretApi, delete_runner_secret
@@ -59,6 +60,8 @@ JOB_ABANDON_MINUTES = 10  # how long GitHub holds the job of a runner that died 
 # Registrations the last look removes before it gives up: each one needs the pod's runner to register anew, which
 # a pod whose Secret is gone cannot do more than once (a container started before the Secret went).
 LAST_LOOK_ROUNDS = 3
+DELETION_ATTEMPTS = 4  # each one request, after a look (the client's own retries would wait between them blind)
+DELETION_RETRY_SECONDS = 0.5
 
 
 class TeardownState(enum.Enum):
@@ -129,7 +132,10 @@ NO_LIMIT = NoLimit()
 
 class PodApi(SecretApi, Protocol):
     def read_pod(self, namespace: str, name: str) -> Any: ...
-    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None, *, once: bool = False) -> None:
+        """``once``: one request, no retry (the caller looks at the runner again before it tries again)."""
+        ...
+
     def release_from_job(self, namespace: str, name: str) -> None: ...
 
 
@@ -222,14 +228,27 @@ def tear_down_runner(
     delete_runner_secret(pods, runner.namespace, runner.secret_name, runner.runner_name, runner.pool, runner.owner)
 
     pod = pods.read_pod(runner.namespace, runner.pod_name)
-    looked = pod is not None and not pod_finished(pod)  # a runner may run in it, now or after a restart
-    if looked:
-        _last_look(runner, github, pods, clock, timeouts, report, removed_at)
-
-    report.states.append(TeardownState.DELETING_POD)
     if pod is not None and held_by_job(pod):
-        pods.release_from_job(runner.namespace, runner.pod_name)  # its deletion is no failure of the Job's
-    pods.delete_pod(runner.namespace, runner.pod_name)
+        _release_from_job(runner, pods)
+    looked = pod is not None and not pod_finished(pod)  # a runner may run in it, now or after a restart
+    for attempt in range(1, DELETION_ATTEMPTS + 1):
+        if looked:
+            _last_look(runner, github, pods, clock, timeouts, report, removed_at)
+            removed_at = None  # its grace is spent
+        report.states.append(TeardownState.DELETING_POD)
+        try:
+            pods.delete_pod(runner.namespace, runner.pod_name, once=True)  # one request: a retry follows a look
+            break
+        except Exception as error:
+            if attempt == DELETION_ATTEMPTS:
+                raise
+            log.info(
+                "deleting pod %s/%s failed (%s); looking at its runner again before the next try",
+                runner.namespace,
+                runner.pod_name,
+                describe(error),
+            )
+            clock.sleep(DELETION_RETRY_SECONDS * attempt)
     if not _wait_pod_gone(pods, runner.namespace, runner.pod_name, clock, timeouts.pod_gone_timeout_seconds):
         # Unregistered, so no job can be lost: force it, as for a pod stuck on a lost node.
         log.warning(
@@ -243,9 +262,27 @@ def tear_down_runner(
     if looked:
         # Its runner may have been in config.sh: registered as the pod went, never to listen (no job).
         report.states.append(TeardownState.SWEEPING)
-        _unregister(runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report)
+        _unregister(
+            runner, None, github, clock, timeouts.unregister_timeout_seconds, NO_LIMIT, report, pods=pods, gone=True
+        )
     report.states.append(TeardownState.DONE)
     return report
+
+
+def _release_from_job(runner: RunnerLocation, pods: PodApi) -> None:
+    """Taken off its Job's count before anything else (harmless to a pod that is kept after all), so that its
+    deletion is no failure feeding the Job controller's back-off. A refusal costs only that back-off: said, and
+    the teardown goes on."""
+    try:
+        pods.release_from_job(runner.namespace, runner.pod_name)
+    except Exception as error:
+        log.warning(
+            "pod %s/%s was not released from its Job (%s): the Job controller counts its deletion as a failure and "
+            "holds its next pods back a while",
+            runner.namespace,
+            runner.pod_name,
+            describe(error),
+        )
 
 
 def _last_look(
@@ -309,10 +346,12 @@ def _unregister(
     report: TeardownReport,
     *,
     pods: PodApi | None = None,
+    gone: bool = False,
 ) -> bool:
     """RemoveRunner until it is done (None: look the id up by name), holding a permit once it is; counts in
-    ``report`` how often GitHub said busy, and records a registration of the name that is not ours. Whether a
-    registration was removed (a 404 and none found by name: none was)."""
+    ``report`` how often GitHub said busy, and records a registration of the name that is not ours (``gone``:
+    the runner's pod is gone already, so that registration cannot be running in it). Whether a registration was
+    removed (a 404 and none found by name: none was)."""
     looked_up = False
     permits.acquire(runner.runner_name)
     deadline = clock.monotonic() + timeout  # for the runner's jobs, not for its turn among the pool's
@@ -329,7 +368,7 @@ def _unregister(
                 return False
             if not owns(runner, found):
                 if report.foreign is None:
-                    _leave_foreign(runner, found)
+                    _leave_foreign(runner, found, gone)
                 report.foreign = found
                 return False
             runner_id = int(found["id"])
@@ -350,11 +389,12 @@ def _unregister(
         permits.acquire(runner.runner_name)
 
 
-def _leave_foreign(runner: RunnerLocation, found: dict[str, Any]) -> None:
+def _leave_foreign(runner: RunnerLocation, found: dict[str, Any], gone: bool = False) -> None:
     """Never removed: it may be another stack's. A runner made with an ownership label registers only with it,
     so its pod runs no other registration and may go. One made before ownership labels cannot be told from
-    another's (its pod might be running that registration's job): its pod is left alone, and the error says so."""
-    if runner.owner_label is None:
+    another's (its pod might be running that registration's job): its pod is left alone, and the error says so
+    (unless the pod is ``gone`` already)."""
+    if runner.owner_label is None and not gone:
         raise RegistrationNotProvablyOurs(
             f"runner {runner.runner_name}: GitHub lists a registration of its name (id {found['id']}, "
             f"{found.get('status')}{', running a job' if found.get('busy') else ''}) that is not provably this "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from pulumi.dynamic import (
 from ..clock import SystemClock
 from ..github.client import GitHubClient
 from ..inputs import validation
-from ..inputs.cluster import CLUSTER, cluster_of, other_cluster, verified_cluster
+from ..inputs.cluster import CLUSTER, cluster_of, other_cluster, pods_there, verified_cluster
 from ..inputs.connections import Connections, Endpoint, connect
 from ..inputs.runner import (
     LATER_DEFAULTS,
@@ -31,7 +32,7 @@ from ..inputs.runner import (
     check_runner_inputs,
     input_differs,
 )
-from ..kube.manifests import owner_label
+from ..kube.manifests import RUNNER_LABEL, owner_label
 from ..kube.pod_state import ENDED_PHASES, crash_looping, pod_phase, pod_problem, runs_unregistered
 from ..lifecycle.relabel import relabel_runner
 from ..lifecycle.startup import start_runner
@@ -91,7 +92,9 @@ class RunnerProvider(ResourceProvider):
         """Settings, and labels: set in place by GitHub; a runner that cannot be relabelled (relabel.py) is
         replaced here, the safe way, and ``labels_updated`` says which it was."""
         outs = {**LATER_DEFAULTS, **olds, **{k: news.get(k) for k in SETTINGS}}
-        cluster = verified_cluster(f"runner {olds['runner_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"))
+        cluster = verified_cluster(
+            f"runner {olds['runner_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"), _ours(olds, news)
+        )
         outs[CLUSTER] = cluster or olds.get(CLUSTER)  # recorded by the first update of a state from before it
         if not any(input_differs(olds, news, k) for k in IN_PLACE):
             return UpdateResult(outs)
@@ -114,7 +117,9 @@ class RunnerProvider(ResourceProvider):
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         inputs = RunnerInputs.of(props, props["runner_name"])
-        verified_cluster(f"runner {props['runner_name']}", "delete", props.get(CLUSTER), inputs.endpoint.kubeconfig)
+        verified_cluster(
+            f"runner {props['runner_name']}", "delete", props.get(CLUSTER), inputs.endpoint.kubeconfig, _ours(props)
+        )
         with connect(inputs.endpoint) as clients:
             tear_down_runner(_location(props), clients.runners, clients.kube, SystemClock(), inputs.timeouts.teardown())
 
@@ -124,7 +129,9 @@ class RunnerProvider(ResourceProvider):
         with that ``pod_phase``, and ``pod_problem`` says why in the user's
         words (a deprecated runner version, say): the next up recreates it (Diff), and a destroy still takes down
         its Secret and registration."""
-        verified_cluster(f"runner {props['runner_name']}", "refresh", props.get(CLUSTER), props.get("kubeconfig"))
+        verified_cluster(
+            f"runner {props['runner_name']}", "refresh", props.get(CLUSTER), props.get("kubeconfig"), _ours(props)
+        )
         with connect(Endpoint.of(props)) as clients:
             pod = clients.kube.read_pod(props["namespace"], props["pod_name"])
             runner = _registration(clients.github, props)
@@ -145,6 +152,13 @@ def _start(inputs: RunnerInputs, clients: Connections) -> int:
     clock = SystemClock()
     tokens = inputs.start_tokens(clients.github, clients.fresh_tokens, clock)
     return start_runner(inputs.spec, tokens, clients.runners, clients.kube, clock, inputs.timeouts.start())
+
+
+def _ours(props: dict[str, Any], news: dict[str, Any] | None = None) -> Callable[[], bool]:
+    """Whether the runner's pod is in the cluster that ``news``' kubeconfig (else its own) leads to."""
+    kubeconfig = (news if news is not None else props).get("kubeconfig")
+    selector = f"{RUNNER_LABEL}={props['runner_name']}"
+    return pods_there(kubeconfig, props["namespace"], selector, props.get("owner"))
 
 
 def _registration(github: GitHubClient, props: dict[str, Any]) -> dict[str, Any] | None:

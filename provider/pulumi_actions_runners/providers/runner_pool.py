@@ -9,6 +9,7 @@ returned in ``problems``, which the RunnerPool resource turns into an error of t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..github.client import RunnerGroupNotFound
 from ..github.registration_tokens import StartTokens
 from ..github.registrations import by_preferred_name
 from ..inputs import validation
-from ..inputs.cluster import CLUSTER, cluster_of, other_cluster, verified_cluster
+from ..inputs.cluster import CLUSTER, cluster_of, other_cluster, pods_there, verified_cluster
 from ..inputs.connections import connect
 from ..inputs.runner import (
     RULES,
@@ -122,7 +123,9 @@ class RunnerPoolProvider(ResourceProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Only in the cluster its runners are in (the first update of a state from before records it)."""
-        cluster = verified_cluster(f"pool {olds['pool_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"))
+        cluster = verified_cluster(
+            f"pool {olds['pool_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"), _ours(olds, news)
+        )
         # The owner its runners were made with stays (a renamed stack keeps its registrations).
         props = {**news, "owner": olds.get("owner") or news.get("owner"), CLUSTER: cluster or olds.get(CLUSTER)}
         return UpdateResult(_reconcile(props, _recorded(olds), olds=olds))
@@ -138,7 +141,9 @@ class RunnerPoolProvider(ResourceProvider):
                     "pool %s: its create never reached a cluster, and none is configured: nothing to take down", _id
                 )
                 return
-        verified_cluster(f"pool {props['pool_name']}", "delete", props.get(CLUSTER), inputs.endpoint.kubeconfig)
+        verified_cluster(
+            f"pool {props['pool_name']}", "delete", props.get(CLUSTER), inputs.endpoint.kubeconfig, _ours(props)
+        )
         with connect(inputs.endpoint) as clients:
             problems = tear_down(
                 _pool_spec(props, inputs),
@@ -160,7 +165,9 @@ class RunnerPoolProvider(ResourceProvider):
         again without an update, and why (a deprecated runner version, an image that cannot be pulled)."""
         inputs = _inputs(props)
         spec = _pool_spec(props, inputs)
-        verified_cluster(f"pool {props['pool_name']}", "refresh", props.get(CLUSTER), inputs.endpoint.kubeconfig)
+        verified_cluster(
+            f"pool {props['pool_name']}", "refresh", props.get(CLUSTER), inputs.endpoint.kubeconfig, _ours(props)
+        )
         if _refills(props):
             return self._read_refilling(id_, props, spec, inputs)
         with connect(inputs.endpoint) as clients:
@@ -207,6 +214,12 @@ class RunnerPoolProvider(ResourceProvider):
         return ReadResult(
             id_, {**props, "runners": seen.runners, "problems": problems, "finished_pods": seen.finished_pods}
         )
+
+
+def _ours(props: dict[str, Any], news: dict[str, Any] | None = None) -> Callable[[], bool]:
+    """Whether any pod of the pool is in the cluster that ``news``' kubeconfig (else its own) leads to."""
+    kubeconfig = (news if news is not None else props).get("kubeconfig")
+    return pods_there(kubeconfig, props["namespace"], f"{POOL_LABEL}={props['pool_name']}", props.get("owner"))
 
 
 def _with_seen(props: dict[str, Any], seen: list[str]) -> list[str]:
