@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
-.PHONY: setup demo test lint docs bench soak clean plugin sdk wheel
+.PHONY: setup demo test suite lint docs bench soak clean plugin sdk wheel
 
 setup: $(VENV)/.installed
 
@@ -27,8 +27,16 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --quiet
 
-test: lint docs
-	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest
+# The whole of it timed, setting up .venv included; the suite says its own wall time and workers (tests/conftest.py).
+test:
+	@started=$$(date +%s); $(MAKE) --no-print-directory lint docs suite; status=$$?; took=$$(($$(date +%s) - started)); \
+	echo "make test: $$((took / 60)) min $$((took % 60)) s wall time (setup, lint, docs and the suite), exit $$status"; \
+	exit $$status
+
+# The tests that measure time first, on their own (-n 0), then the rest on several workers at once: each `alone`
+# test would otherwise stop every worker until it ran (tests/conftest.py).
+suite: setup
+	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest -n 0 -m alone && env $$tools $(BIN)/python -m pytest -m "not alone"
 
 bench: setup
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py && env $$tools $(BIN)/python bench/refill.py

@@ -1,10 +1,24 @@
 """Shared fixtures: the simulator (the GitHub double and a real Kubernetes API server on loopback, one per session)
-and the engine stand-in."""
+and the engine stand-in; and how the suite runs several tests at once.
+
+The suite runs on pytest-xdist's workers (``-n auto``, pyproject.toml): its tests mostly wait on processes that
+start, poll and sleep, so a worker per core leaves the cores idle. Each worker is a session of its own, with its
+own control plane (kube-apiserver, etcd and kube-controller-manager on ports and folders of their own), its own
+simulators, and its own folders for what the simulator and pulumi keep (``XDG_RUNTIME_DIR``; every workspace has
+its own ``PULUMI_HOME`` and backend already), so no test sees another's pods, runners or stacks. A test marked
+``alone`` (one that measures time, or an engine's ``--parallel``) runs with no other test running, whatever the
+workers: every other test holds a shared lock while it runs, and an ``alone`` one an exclusive lock, taken after
+a turnstile that keeps new tests from starting meanwhile (so it is never starved).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +36,106 @@ PROGRAM_DIR = ROOT / "programs" / "runners"
 RUNNER_SPEEDUP = 100.0
 
 
+# Workers per core: a test here waits (on a control plane, a runner's start, a pulumi CLI) more than it computes,
+# but not so much that two per core pay: on 2 cores, 4 workers kept both busy and spent 1.3-1.6 times the CPU of 3
+# (every wait polls longer when the CPU is contended), for no shorter run. docs/development.md has the figures.
+WORKERS_PER_CORE = 1.5
+# The modules whose tests take a minute or more each (measured: docs/development.md), slowest first.
+SLOW_FIRST = tuple(
+    f"tests.{name}"
+    for name in (
+        "test_walkthrough",
+        "test_package",
+        "test_cli_e2e",
+        "test_plugin_yaml",
+        "test_update_plans",
+        "test_soak",
+        "test_kubeconfig",
+        "test_cli_errors",
+        "test_upgrades",
+    )
+)
+ALONE = "alone"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: WORKERS_PER_CORE per core this process may use."""
+    return max(1, int(WORKERS_PER_CORE * len(os.sched_getaffinity(0))))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{ALONE}: runs with no other test running (it measures time)")
+    if config.getoption("dist", None) == "loadgroup" and pytest.version_tuple[:2] >= (9, 2):
+        # pytest 9.2's node ids ignore the group pytest-xdist 3.8 writes into them (pytest-xdist#1386): nothing
+        # would be grouped, and every module's stack brought up once per worker.
+        raise pytest.UsageError("pytest 9.2 breaks --dist loadgroup (pytest-xdist#1386): use requirements-dev.txt's")
+    # What the simulator keeps while it runs, per session (each xdist worker is one), never the user's own.
+    runtime = tempfile.mkdtemp(prefix="pytest-runtime-")
+    os.environ["XDG_RUNTIME_DIR"] = runtime
+    config.add_cleanup(lambda: shutil.rmtree(runtime, ignore_errors=True))
+    config.stash[_STARTED] = time.monotonic()
+
+
+_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own pytest_collection_modifyitems)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of a module whose fixtures are the module's (a stack brought up once for all of them) run on one
+    worker (``--dist loadgroup``), so that its fixtures are made once, not once per worker. The modules of the
+    slowest tests come first, so that workers start them first (xdist hands out a module's group before lone
+    tests, then lone tests in this order), rather than end the run with one of them."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__ if item.module else "", len(rank)))
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        scopes = {d.scope for defs in (fixtures.name2fixturedefs.values() if fixtures else ()) for d in defs}
+        if scopes & {"module", "class", "package"}:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
+def _lock_file(config: pytest.Config, name: str) -> int:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    return os.open(os.path.join(tempfile.gettempdir(), f"pytest-{run}-{name}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A test marked ``alone`` runs with no other: see the module's docstring."""
+    turnstile, tests = _lock_file(item.config, "turnstile"), _lock_file(item.config, "tests")
+    alone = item.get_closest_marker(ALONE) is not None
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(tests, fcntl.LOCK_EX)  # once every test under way has ended; none starts meanwhile
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(tests, fcntl.LOCK_SH)
+        return (yield)
+    finally:
+        os.close(tests)  # releases its locks
+        os.close(turnstile)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The run's wall time and how many tests ran at once, last: what a change to the suite is measured by."""
+    workers = getattr(config.option, "numprocesses", None) or 1  # an int once xdist chose; None with -n 0
+    seconds = round(time.monotonic() - config.stash[_STARTED])
+    cores = len(os.sched_getaffinity(0))
+    ran = f"{workers} worker{'s' * (workers != 1)} on {cores} cores"
+    terminalreporter.write_line(f"suite: {ran}, wall time {seconds // 60} min {seconds % 60} s")
+
+
 @pytest.fixture(scope="session")
 def cli_dir() -> Path:
     """The folder with pulumi and its Python host: PULUMI_CLI_DIR, or what build.sh builds (cached) or finds."""
     return tool_dirs("pulumi")["pulumi"]
+
+
+@pytest.fixture(scope="session")
+def yaml_dir() -> Path:
+    """The folder with Pulumi's YAML language host (tools/pulumi-yaml)."""
+    return tool_dirs("pulumi-yaml")["pulumi-yaml"]
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,7 @@ def test_kubelet_back_off_doubles_from_10_s_to_300_s_and_resets_after_10_minutes
     assert back_off.next_delay(300, ran_seconds=601) == 10
 
 
+@pytest.mark.alone  # it measures the back-off's gaps, tenths of a second at the test bed's speed
 def test_a_crash_looping_runner_is_restarted_ever_later(sim: Simulator) -> None:
     """A persistent runner pod whose token is refused exits 1 at each start; the kubelet stand-in waits twice as
     long each time (at the suite's speed-up 0.1 s, 0.2 s, 0.4 s...), not a fixed delay."""

@@ -14,7 +14,7 @@ from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
 from tests.conftest import ROOT, quick_simulator, wait_until
-from tests.helpers import NAMESPACE, core_api, events_for, grace_after, secret_token
+from tests.helpers import NAMESPACE, core_api, events_for, grace_after, secret_token, up_while_busy
 
 RUNNERS = ("runner-0", "runner-1")
 
@@ -77,8 +77,7 @@ def test_up_preview_replace_refresh_and_destroy_with_the_real_cli(stack: PulumiW
 
     # up replaces them safely: the busy runner keeps its pod until its job is done, then the grace period.
     busy = outputs["runner-0"]
-    sim.github.start_job(busy["runner_name"], 10.0)  # longer than up's own preview
-    stack.run("up", "--yes")
+    up_while_busy(stack, sim, busy["runner_name"], int(busy["runner_id"]))
     removals = [c for c in sim.github.calls("DELETE") if c["path"].endswith(f"/{int(busy['runner_id'])}")]
     assert removals[0]["status"] == 422 and removals[-1]["status"] in (204, 404), removals
     pod_events = events_for(sim, busy["pod_name"], "pod_terminating", "pod_removed")

@@ -105,6 +105,7 @@ def test_endpoints_are_route_templates_so_all_removals_share_one_budget() -> Non
     )
 
 
+@pytest.mark.alone  # it measures time
 def test_forty_threads_of_removals_stay_within_the_points_of_their_endpoint(start_double, caplog) -> None:
     caplog.set_level(logging.INFO, logger="pulumi_actions_runners")
     # 50 points per half second: ten RemoveRunner calls (5 points each) per window, so 40 take four windows.
@@ -126,6 +127,7 @@ def test_forty_threads_of_removals_stay_within_the_points_of_their_endpoint(star
     assert "points of DELETE /repos/{owner}/{repo}/actions/runners/{runner_id} (50 per 0.5 s)" in pacing[0]
 
 
+@pytest.mark.alone  # it measures time
 def test_content_creating_requests_are_paced_across_endpoints(start_double) -> None:
     github = start_double(content_creating_per_minute=4, window_seconds=0.5)
     budget = GitHubBudget(content_creating_per_window=4, window_seconds=0.5)
@@ -172,6 +174,7 @@ def test_a_pacing_wait_for_the_hourly_limit_may_last_the_hour_and_is_named(caplo
     assert "content-creating requests (2 an hour)" in caplog.text
 
 
+@pytest.mark.alone  # it measures time
 def test_the_hourly_limit_keeps_a_client_within_the_double_s_scaled_hour(start_double) -> None:
     # The double's hour is 60 of its minutes, as the simulator scales both: 1.2 s, three content-creating calls.
     github = start_double(
@@ -206,6 +209,7 @@ def test_content_creating_seconds_takes_the_minute_the_budget_takes(monkeypatch)
     assert content_creating_seconds(501) == 3600.0
 
 
+@pytest.mark.alone  # it measures time
 def test_requests_in_flight_are_capped(start_double) -> None:
     github = start_double(max_concurrent_requests=3)
     github.delay_next(0.2, count=12)
@@ -229,6 +233,7 @@ def arrivals_during(github: GitHubDouble, start: float, end: float) -> list[dict
     return [call for call in github.calls() if start < call["at"] < end]
 
 
+@pytest.mark.alone  # it measures time
 def test_a_refusal_with_retry_after_pauses_every_caller_once(start_double, caplog) -> None:
     caplog.set_level(logging.INFO, logger="pulumi_actions_runners")
     github = start_double()

@@ -216,6 +216,7 @@ def test_a_content_creating_call_may_wait_out_githubs_hour_where_other_calls_may
     assert [c["status"] for c in github.calls("POST")] == [201, 201]
 
 
+@pytest.mark.alone  # it measures time
 def test_bad_credentials_fail_at_once(github) -> None:
     started = time.monotonic()
     with client(github, credential="ghp_wrong") as gh, pytest.raises(GitHubError, match="401: Bad credentials"):

@@ -306,7 +306,7 @@ def test_registering_an_existing_name_replaces_that_runner_keeping_its_id(github
 
 def test_remove_runner_is_refused_while_busy_and_succeeds_once_idle(github):
     runner_id, listener = register(github, "repos/octo/app", "busy-bee")
-    github.start_job("busy-bee", 0.3)
+    github.start_job("busy-bee", None)  # held until finished below, however slow the machine
 
     refused = call(github, "DELETE", f"/repos/octo/app/actions/runners/{runner_id}")
     assert refused.status_code == 422
@@ -318,6 +318,7 @@ def test_remove_runner_is_refused_while_busy_and_succeeds_once_idle(github):
     assert_matches_contract(refused)
     assert call(github, "GET", f"/repos/octo/app/actions/runners/{runner_id}").json()["busy"] is True
 
+    github.finish_job("busy-bee")
     assert listener.wait_for("job_finished")
     removed = call(github, "DELETE", f"/repos/octo/app/actions/runners/{runner_id}")
     assert removed.status_code == 204
@@ -859,6 +860,7 @@ def test_primary_budget_is_per_credential_and_rate_limit_endpoint_is_free():
         double.stop()
 
 
+@pytest.mark.alone  # it measures time
 def test_delay_next_lets_a_client_read_timeout_fire(github):
     github.delay_next(0.6, path_regex="/actions/runners$")
     started = time.monotonic()
@@ -1183,6 +1185,7 @@ def test_the_simulator_scales_the_content_creating_hour_with_its_time_scale():
         sim.stop()
 
 
+@pytest.mark.alone  # two calls within a one-second window
 def test_primary_window_scales_down_with_rate_limit_window_seconds(with_limits):
     limited = with_limits(rate_limit_per_hour=2, rate_limit_window_seconds=1.0)
     first = call(limited, "GET", "/orgs/octo/actions/runners", credential="ghp_first")

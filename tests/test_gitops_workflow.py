@@ -51,7 +51,7 @@ def runs_on_pull_request(job: dict[str, Any]) -> bool:
     return "github.event_name != 'pull_request'" not in job.get("if", "")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def actionlint() -> Path:
     return tool_dirs("actionlint")["actionlint"] / "actionlint"
 

@@ -14,7 +14,6 @@ import pytest
 
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
-from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiWorkspace
 from tests.conftest import quick_simulator
 from tests.helpers import NAMESPACE, new_token, sha256
@@ -23,11 +22,6 @@ from tests.test_plugin_yaml import IMPORTING_PROGRAM, POOL, workspace
 PROJECT = "actions-runners-yaml-import"  # IMPORTING_PROGRAM's
 RUNNER = "actions-runners:index:Runner"
 DUMP = "HTTP response headers"  # what str() of the Kubernetes client's ApiException holds
-
-
-@pytest.fixture(scope="module")
-def yaml_dir() -> Path:
-    return tool_dirs("pulumi-yaml")["pulumi-yaml"]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 SDK = ROOT / "sdk"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def path(cli_dir: Path) -> str:
     """The CLI, the language hosts gen-sdk calls, and the plugin's source install (this environment's bin)."""
     folders = [tool_dirs("pulumi-languages")["pulumi-languages"], cli_dir, Path(sys.executable).parent]
@@ -40,7 +40,7 @@ def test_the_checked_in_sdks_are_what_gen_sdk_makes_of_the_current_schema(path: 
     assert set(generated) == set(checked_in), "run `make sdk`: the SDKs' files differ"
     stale = [name for name in generated if generated[name] != checked_in[name]]
     assert stale == [], f"run `make sdk`: stale {stale}"
-    for language in ("nodejs", "go", "dotnet", "python"):
+    for language in ("nodejs", "go", "python"):
         assert any(name.startswith(f"{language}/") for name in generated), language
 
 

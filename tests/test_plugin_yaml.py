@@ -17,7 +17,6 @@ import yaml
 
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
-from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace, provider_plugin, yaml_host
 from pulumi_actions_runners import __version__
 from tests.conftest import ROOT, quick_simulator
@@ -26,11 +25,6 @@ from tests.helpers import NAMESPACE, core_api, events_for, grace_after, new_toke
 YAML_PROGRAM = ROOT / "programs" / "yaml"
 IMPORTING_PROGRAM = ROOT / "tests" / "projects" / "yaml-import"
 POOL = "actions-runners:index:RunnerPool"
-
-
-@pytest.fixture(scope="module")
-def yaml_dir() -> Path:
-    return tool_dirs("pulumi-yaml")["pulumi-yaml"]
 
 
 @pytest.fixture
@@ -230,6 +224,7 @@ def test_import_refuses_a_pod_it_did_not_make(cli_dir: Path, yaml_dir: Path, sim
     assert "Traceback" not in output and sim.credential not in output
 
 
+@pytest.mark.alone  # it measures time
 def test_lone_runners_start_as_many_at_once_as_the_engine_runs(cli_dir: Path, yaml_dir: Path, sim: Simulator) -> None:
     """Each pod's creation is held DELAY at the API server: six in flight at once end within DELAY of each other,
     where a cap of four calls (the SDK's dynamic provider server) would end them a DELAY apart."""
@@ -276,6 +271,7 @@ def test_the_plugin_archive_installs_with_pulumi_plugin_install(
     with PulumiWorkspace(YAML_PROGRAM, cli_dir, plugins=yaml_host(yaml_dir)) as ws:
         ws.env["KUBECONFIG"] = str(sim.kubeconfig)
         ws.env["PIP_FIND_LINKS"] = ""  # nothing from outside the archive
+        ws.env["PIP_NO_COMPILE"] = "1"  # the first start's install without compiling every module ahead: CPU only
         ws.run("plugin", "install", "resource", "actions-runners", __version__, "--file", archive)
         ws.new_stack(config={"githubUrl": sim.repo_url, "runners": "1"}, secrets={"githubToken": sim.credential})
         up = ws.run("up", "--yes").stdout

@@ -56,6 +56,7 @@ _log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 TMPFS_NEEDED_BYTES = 512 * 1024 * 1024
+PORT_ATTEMPTS = 3  # starts of etcd and kube-apiserver on free ports before a taken one fails the start
 READY_TIMEOUT_SECONDS = 90.0  # /readyz answers in 3-4 s on 2 idle cores; a loaded CI machine is slower
 # The controllers of kube-controller-manager that act on what the provider and the test bed make (its names, from
 # `kube-controller-manager --help`); the others watch objects nobody here makes, and would only cost CPU.
@@ -200,9 +201,20 @@ class KubeApiServer:
         try:
             self._write_credentials()
             self._webhook.start(self._dir, self.tls_files, self.ca_file)
-            etcd_url = self._start_etcd()
-            self._start_apiserver(etcd_url)
-            self._wait_ready()
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                try:
+                    self._start_apiserver(self._start_etcd())
+                    self._wait_ready()
+                    break
+                except ApiServerFailed as error:
+                    # A free port is chosen, then bound by the child: another test bed starting at once (the
+                    # suite's workers) may bind it in between. Started anew on other ports.
+                    if attempt == PORT_ATTEMPTS or "address already in use" not in str(error):
+                        raise
+                    _log.warning("a port of the control plane was taken meanwhile; starting it on others")
+                    self._kill_processes()
+                    shutil.rmtree(self._etcd_dir, ignore_errors=True)
+                    self._etcd_dir.mkdir()
             self._grant_provider_role()
             self._start_controller_manager()
             self._webhook.serve(self.admin_client())
@@ -213,13 +225,16 @@ class KubeApiServer:
 
     def stop(self) -> None:
         """Killed, not drained: a test bed keeps nothing, and a graceful shutdown waits out open watches."""
+        self._kill_processes()
+        self._webhook.stop()
+        shutil.rmtree(self._etcd_dir, ignore_errors=True)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _kill_processes(self) -> None:
         for process in self._processes:
             process.kill()
             process.wait()
         self._processes.clear()
-        self._webhook.stop()
-        shutil.rmtree(self._etcd_dir, ignore_errors=True)
-        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> KubeApiServer:
         return self.start()

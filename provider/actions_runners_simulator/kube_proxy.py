@@ -72,10 +72,8 @@ class _Server(ThreadingHTTPServer):
             self._connections.discard(request)
         super().shutdown_request(request)
 
-    def close(self) -> None:
-        """Stop serving and cut every open connection, keep-alive ones included."""
-        self.shutdown()
-        self.server_close()
+    def cut_connections(self) -> None:
+        """Every open connection cut, keep-alive ones included: a handler waiting on its client ends at once."""
         with self._connections_lock:
             for connection in list(self._connections):
                 with contextlib.suppress(OSError):
@@ -118,13 +116,22 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
+        """No new connection; then every handler is ended before it is waited for (server_close joins them): a
+        watch streamed from the API server (pulumi-kubernetes waits on some) would otherwise hold it up to its
+        own end, about a minute."""
         server, self._server = self._server, None
         if server is not None:
-            server.close()
+            server.shutdown()
         with self._lock:
             streams = list(self._open)
         for stream in streams:
+            # Its socket shut first (urllib3's HTTPResponse.shutdown): close() alone waits for the read under way.
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                stream.raw.shutdown()
             stream.close()
+        if server is not None:
+            server.cut_connections()
+            server.server_close()
         self._session.close()
 
     @property

@@ -81,8 +81,8 @@ TOOLS = {
         "PULUMI_LANGUAGES_DIR",
         "tools/pulumi-languages/build.sh",
         "pulumi-language-nodejs",
-        "the Node.js, Go and .NET language hosts",
-        77,
+        "the Node.js and Go language hosts",
+        67,
     ),
 }
 # A build script that builds says so on its first line (tools/cache.sh's build_into); one that finds its tool

@@ -3,7 +3,6 @@ module github.com/pulumi-actions-runners/tools/pulumi-languages
 go 1.26.6
 
 require (
-	github.com/deckarep/golang-set/v2 v2.9.0
 	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510
 	github.com/pulumi/pulumi/pkg/v3 v3.260.0
 	github.com/pulumi/pulumi/sdk/v3 v3.260.0
@@ -33,6 +32,7 @@ require (
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
 	github.com/cloudflare/circl v1.6.3 // indirect
 	github.com/danieljoos/wincred v1.2.3 // indirect
+	github.com/deckarep/golang-set/v2 v2.9.0 // indirect
 	github.com/djherbis/times v1.5.0 // indirect
 	github.com/ebitengine/purego v0.10.2 // indirect
 	github.com/edsrzf/mmap-go v1.1.0 // indirect

@@ -1,20 +1,21 @@
-// Command pulumi-languages is installed by build.sh under three names, pulumi-language-nodejs, pulumi-language-go and
-// pulumi-language-dotnet: the language plugins the pulumi CLI starts for `pulumi package gen-sdk --language L`
-// and, for Node.js, for running TypeScript/JavaScript programs. The name it is started under picks the language.
+// Command pulumi-languages is installed by build.sh under two names, pulumi-language-nodejs and pulumi-language-go:
+// the language plugins the pulumi CLI starts for `pulumi package gen-sdk --language L` and, for Node.js, for
+// running TypeScript/JavaScript programs. The name it is started under picks the language.
 //
-// Pulumi's own language hosts (modules github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3,
-// github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3 and github.com/pulumi/pulumi-dotnet/pulumi-language-dotnet/v3)
-// are not served by the Go module proxy this project can reach; pkg/v3 and sdk/v3 are. So these hosts implement,
-// from those two modules, the calls this project needs, the way Pulumi's own hosts do:
+// Pulumi's own language hosts (modules github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3 and
+// github.com/pulumi/pulumi/sdk/go/pulumi-language-go/v3) are not served by the Go module proxy this project can
+// reach; pkg/v3 and sdk/v3 are. So these hosts implement, from those two modules, the calls this project needs, the
+// way Pulumi's own hosts do:
 //
-//   - all three: GeneratePackage (bind the schema with the engine's schema loader, run the language's code
+//   - both: GeneratePackage (bind the schema with the engine's schema loader, run the language's code
 //     generator, write its files), Handshake, GetPluginInfo, GetRequiredPlugins/Packages (none) and
 //     GetProgramDependencies (none);
 //   - nodejs also: InstallDependencies (npm, yarn, pnpm or bun, as the project chooses), Run (the program through
 //     the SDK's own runner, @pulumi/pulumi/cmd/run, TypeScript through ts-node), Cancel, and GenerateProgram (the
 //     TypeScript `pulumi import` prints) (nodejs.go).
 //
-// The .NET code generator left pkg/v3 for pulumi-dotnet, so its package-generation part is copied into ./dotnet.
+// No C# SDK: the .NET code generator left pkg/v3 for pulumi-dotnet (its last pkg/v3 release with codegen/dotnet is
+// v3.225.1), and Pulumi's own .NET host generates it (docs/how-to/other-languages.md).
 package main
 
 import (
@@ -34,8 +35,6 @@ import (
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
-
-	"github.com/pulumi-actions-runners/tools/pulumi-languages/dotnet"
 )
 
 var version = "dev"
@@ -59,13 +58,9 @@ var generators = map[string]generator{
 		}
 		return gogen.GeneratePackage("pulumi-language-go", pkg, req.GetLocalDependencies())
 	},
-	"dotnet": func(pkg *schema.Package, req *pulumirpc.GeneratePackageRequest, _ schema.ReferenceLoader,
-	) (map[string][]byte, error) {
-		return dotnet.GeneratePackage("pulumi-language-dotnet", pkg, req.GetExtraFiles(), req.GetLocalDependencies())
-	},
 }
 
-// host is what all three languages answer alike.
+// host is what both languages answer alike.
 type host struct {
 	pulumirpc.UnimplementedLanguageRuntimeServer
 	language      string
@@ -75,7 +70,7 @@ type host struct {
 func main() {
 	language := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(os.Args[0]), "pulumi-language-"), ".exe")
 	if generators[language] == nil {
-		fail(fmt.Errorf("started as %q: expected pulumi-language-nodejs, -go or -dotnet", os.Args[0]))
+		fail(fmt.Errorf("started as %q: expected pulumi-language-nodejs or -go", os.Args[0]))
 	}
 	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
 		fmt.Println(version)
