@@ -56,6 +56,7 @@ SLOW_FIRST = tuple(
     )
 )
 ALONE = "alone"
+LOCKS = "PYTEST_ALONE_LOCKS"  # the folder of the run's locks, made by its own process (pytest_configure)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -69,6 +70,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # pytest 9.2's node ids ignore the group pytest-xdist 3.8 writes into them (pytest-xdist#1386): nothing
         # would be grouped, and every module's stack brought up once per worker.
         raise pytest.UsageError("pytest 9.2 breaks --dist loadgroup (pytest-xdist#1386): use requirements-dev.txt's")
+    if not hasattr(config, "workerinput"):  # the run's own process: its workers inherit the locks' folder
+        locks = tempfile.mkdtemp(prefix="pytest-locks-")
+        os.environ[LOCKS] = locks
+        config.add_cleanup(lambda: shutil.rmtree(locks, ignore_errors=True))
     # What the simulator keeps while it runs, per session (each xdist worker is one), never the user's own.
     runtime = tempfile.mkdtemp(prefix="pytest-runtime-")
     os.environ["XDG_RUNTIME_DIR"] = runtime
@@ -94,15 +99,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
 
 
-def _lock_file(config: pytest.Config, name: str) -> int:
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
-    return os.open(os.path.join(tempfile.gettempdir(), f"pytest-{run}-{name}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+def _lock_file(name: str) -> int:
+    return os.open(os.path.join(os.environ[LOCKS], f"{name}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     """A test marked ``alone`` runs with no other: see the module's docstring."""
-    turnstile, tests = _lock_file(item.config, "turnstile"), _lock_file(item.config, "tests")
+    turnstile, tests = _lock_file("turnstile"), _lock_file("tests")
     alone = item.get_closest_marker(ALONE) is not None
     try:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
