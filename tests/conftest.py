@@ -182,10 +182,13 @@ def engine(sim: Simulator) -> Iterator[MiniEngine]:
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 10.0) -> object:
-    deadline = time.monotonic() + timeout
+    """The condition's first true value, looked for every 20 ms at first, then less often (100 ms at most: no
+    state a test waits for lasts less), so that a long wait does not take the CPU that other workers need."""
+    deadline, delay = time.monotonic() + timeout, 0.02
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
-        time.sleep(0.02)
+        time.sleep(delay)
+        delay = min(delay * 1.25, 0.1)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")

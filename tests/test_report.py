@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -72,8 +73,9 @@ class Recorded:
 def recorded(
     kube_api_server: KubeApiServer, cli_dir: Path, plugin_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Recorded]:
-    """Three stacks (two Runners; a pool of four; an organization's Runner in runner group "large"), each up once,
-    then one `pulumi preview --json` per scenario, its config change undone after it."""
+    """Four stacks (two Runners; a pool of four; a refilling pool of three; an organization's Runner in runner
+    group "large"), each up once, then one `pulumi preview --json` per scenario, its config change undone after
+    it. The stacks are apart, so each records in a thread of its own, its scenarios in turn."""
     folder = tmp_path_factory.mktemp("previews")
     with quick_simulator(kube_api_server) as sim:
         large = sim.github.add_runner_group("orgs/octo-org", "large")
@@ -84,26 +86,33 @@ def recorded(
             "refill": sim.stack_config(runners=3, grace_period_seconds=1, pool=True, refill=True)
             | {"namespace": "refilled", "createNamespace": "true"},
             "group": sim.stack_config(runners=1, grace_period_seconds=1)
-            | {"githubUrl": f"{sim.github.url}/octo-org", "runnerGroup": "large", "namespace": sim.namespace},
+            | {"githubUrl": f"{sim.github.url}/octo-org", "runnerGroup": "large"},
         }
-        stacks, files_, pool_runners = {}, {}, []
-        try:
-            for name, config in configs.items():
-                stack = stacks[name] = PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir)
-                stack.new_stack(config=config, secrets={"githubToken": sim.credential})
-                stack.run("up", "--yes")
-            pool_runners = json.loads(stacks["pool"].run("stack", "output", "--json").stdout)["runners"]
-            for scenario, (name, changes) in SCENARIOS.items():
-                stack = stacks[name]
-                for key, value in changes.items():
-                    stack.run("config", "set", key, value)
-                files_[scenario] = folder / f"{scenario}.json"
+        # Stacks of their own names: the runners stack's and the group stack's runner-0 get pods of their own.
+        stacks = {
+            name: PulumiWorkspace(ROOT, cli_dir, stack=name, kubernetes_plugin_dir=plugin_dir) for name in configs
+        }
+        files_ = {scenario: folder / f"{scenario}.json" for scenario in SCENARIOS}
+
+        def record(name: str) -> None:
+            stack, config = stacks[name], configs[name]
+            stack.new_stack(config=config, secrets={"githubToken": sim.credential})
+            stack.run("up", "--yes")
+            for scenario, (_, changes) in ((s, c) for s, c in SCENARIOS.items() if c[0] == name):
+                if changes:
+                    stack.run("config", "set-all", *(f"--plaintext={key}={value}" for key, value in changes.items()))
                 files_[scenario].write_text(stack.run("preview", "--json").stdout)
                 for key in changes:
-                    if key in configs[name]:
-                        stack.run("config", "set", key, configs[name][key])
+                    if key in config:
+                        stack.run("config", "set", key, config[key])
                     else:
                         stack.run("config", "rm", key)
+
+        try:
+            with ThreadPoolExecutor(max_workers=len(stacks)) as threads:
+                for done in [threads.submit(record, name) for name in stacks]:
+                    done.result()
+            pool_runners = json.loads(stacks["pool"].run("stack", "output", "--json").stdout)["runners"]
             yield Recorded(sim, files_, pool_runners, large)
         finally:
             for stack in stacks.values():
@@ -331,9 +340,11 @@ def test_no_secret_reaches_the_report(recorded: Recorded) -> None:
     for path in recorded.files.values():
         preview = path.read_text()
         assert not any(secret in preview for secret in secrets)
-        for form in ("text", "markdown", "json"):
-            output = report(path, "--format", form).stdout
-            assert "[secret]" not in output and not any(secret in output for secret in secrets), (path, form)
+    runs = [(path, form) for path in recorded.files.values() for form in ("text", "markdown", "json")]
+    with ThreadPoolExecutor(max_workers=4) as threads:  # 48 commands, each mostly its interpreter's start
+        outputs = threads.map(lambda run: report(run[0], "--format", run[1]).stdout, runs)
+        for run, output in zip(runs, outputs, strict=True):
+            assert "[secret]" not in output and not any(secret in output for secret in secrets), run
 
 
 def test_the_function_gives_the_command_s_report(recorded: Recorded) -> None:
