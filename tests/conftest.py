@@ -2,13 +2,14 @@
 and the engine stand-in; and how the suite runs several tests at once.
 
 The suite runs on pytest-xdist's workers (``-n auto``, pyproject.toml): its tests mostly wait on processes that
-start, poll and sleep, so a worker per core leaves the cores idle. Each worker is a session of its own, with its
-own control plane (kube-apiserver, etcd and kube-controller-manager on ports and folders of their own), its own
-simulators, and its own folders for what the simulator and pulumi keep (``XDG_RUNTIME_DIR``; every workspace has
-its own ``PULUMI_HOME`` and backend already), so no test sees another's pods, runners or stacks. A test marked
-``alone`` (one that measures time, or an engine's ``--parallel``) runs with no other test running, whatever the
-workers: every other test holds a shared lock while it runs, and an ``alone`` one an exclusive lock, taken after
-a turnstile that keeps new tests from starting meanwhile (so it is never starved).
+start, poll and sleep, so one worker per core would leave the cores idle (WORKERS_PER_CORE says how many). Each
+worker is a session of its own, with its own control plane (kube-apiserver, etcd and kube-controller-manager on
+ports and folders of their own), its own simulators, and its own folders for what the simulator and pulumi keep
+(``XDG_RUNTIME_DIR``; every workspace has its own ``PULUMI_HOME`` and backend already), so no test sees another's
+pods, runners or stacks. A test marked ``alone`` (one that measures time, or an engine's ``--parallel``) runs with
+no other test running, whatever the workers: every other test holds a shared lock while it runs, and an ``alone``
+one an exclusive lock, taken after a turnstile that keeps new tests from starting meanwhile (so it is never
+starved).
 """
 
 from __future__ import annotations
@@ -91,12 +92,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slowest tests come first, so that workers start them first (xdist hands out a module's group before lone
     tests, then lone tests in this order), rather than end the run with one of them."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.module.__name__ if item.module else "", len(rank)))
+    items.sort(key=lambda item: rank.get(_module_name(item), len(rank)))
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
         scopes = {d.scope for defs in (fixtures.name2fixturedefs.values() if fixtures else ()) for d in defs}
         if scopes & {"module", "class", "package"}:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+            item.add_marker(pytest.mark.xdist_group(_module_name(item) or item.nodeid))
+
+
+def _module_name(item: pytest.Item) -> str:
+    return item.module.__name__ if item.module else ""
 
 
 def _lock_file(name: str) -> int:
