@@ -69,7 +69,7 @@ JOBS_END_TIMEOUT_SECONDS = 30.0
 RUNNERS_EXIT_TIMEOUT_SECONDS = 5.0
 SETTLE_RUNS = 2
 FOREIGN_RUNNERS = 20
-IMAGES = ("ghcr.io/actions/actions-runner:2.329.0", "ghcr.io/actions/actions-runner:2.328.0")
+IMAGES = ("ghcr.io/actions/actions-runner:2.329.0", "ghcr.io/actions/actions-runner:2.330.0")
 LABEL_SETS = (("soak",), ("soak", "linux"), ("soak", "large"))
 # Pod shapes a spec change moves between: the provider's own pod, one sized and placed by a template, Docker mode.
 SIZED = {

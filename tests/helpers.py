@@ -16,7 +16,7 @@ from kubernetes import client, config
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
-from pulumi_actions_runners.github.client import GitHubClient
+from pulumi_actions_runners.github.client import RUNNER_RELEASES_PATH, GitHubClient
 from pulumi_actions_runners.github.url import parse_github_url
 from tests.conftest import wait_until
 
@@ -32,6 +32,15 @@ def new_token(sim: Simulator) -> str:
         grant = github.create_registration_token()
     _EXPIRY[grant.token] = grant.expires_at
     return grant.token
+
+
+def calls_but_the_release_list(sim: Simulator, since: int = 0) -> list[dict[str, Any]]:
+    """GitHub calls since position ``since`` of the double's log, but for Check's look-ups of actions/runner's
+    releases (one per provider process, read-only: inputs/runner_version.py), each also checked to be just that."""
+    calls = sim.github.calls()[since:]
+    lookups = [c for c in calls if c["path"] == RUNNER_RELEASES_PATH]
+    assert all(c["method"] == "GET" for c in lookups), lookups
+    return [c for c in calls if c["path"] != RUNNER_RELEASES_PATH]
 
 
 def expiry_of(token: str | None) -> str | None:

@@ -25,7 +25,7 @@ from markdown.extensions.toc import slugify
 
 from actions_runners_simulator.tools import NODEJS_HOST_VERSION
 from pulumi_actions_runners import __version__
-from pulumi_actions_runners.kube.manifests import DEFAULT_IMAGE
+from pulumi_actions_runners.github.releases import KNOWN_IMAGE
 from tests.conftest import ROOT
 
 WORKFLOWS = sorted((ROOT / "programs" / "gitops" / ".github" / "workflows").glob("*.yml"))
@@ -253,7 +253,7 @@ def pinned() -> set[str]:
     versions = {v for path in files for v in DOTTED.findall(path.read_text())}
     python = re.search(r'requires-python = ">=(\S+)"', (ROOT / "provider/pyproject.toml").read_text())
     assert python is not None
-    return versions | {__version__, DEFAULT_IMAGE.rsplit(":", 1)[1], NODEJS_HOST_VERSION, python[1]}
+    return versions | {__version__, KNOWN_IMAGE.rsplit(":", 1)[1], NODEJS_HOST_VERSION, python[1]}
 
 
 def unpinned_versions(text: str, pins: set[str]) -> list[str]:

@@ -3,10 +3,13 @@ deprecates: exit code 7, reported as such by refresh for a Runner and a pool, an
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
-from pulumi_actions_runners.kube.manifests import DEFAULT_IMAGE, DIND_IMAGE, DOCKER_HOST
+from pulumi_actions_runners.github.releases import KNOWN_IMAGE
+from pulumi_actions_runners.kube.manifests import DIND_IMAGE, DOCKER_HOST
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs
 from tests.programs import runner_and_pool, token_and_runners
@@ -64,7 +67,8 @@ def test_a_runner_version_github_deprecates_is_reported_by_refresh_and_rolled_by
 
     with MiniEngine(ROOT) as engine:
         engine.up(old_image)
-        sim.runners.deprecate_versions_below("2.336.0")  # GitHub refuses jobs to them from now on
+        # A release after theirs, published 31 days ago: GitHub refuses them jobs from now on.
+        sim.github.releases.publish("2.331.0", datetime.now(UTC) - timedelta(days=31))
         wait_until(
             lambda: all(p["status"].get("phase") == "Failed" for p in sim.kube.pods(NAMESPACE)),
             "the deprecated runners to exit",
@@ -88,7 +92,7 @@ def test_a_runner_version_github_deprecates_is_reported_by_refresh_and_rolled_by
         assert "is deprecated: GitHub sends it no jobs" in str(raised.value), raised.value
 
         # The image rolled: a spec change, which replaces the Runner and rotates the pool.
-        engine.up(runner_and_pool(sim, token, image=DEFAULT_IMAGE))
+        engine.up(runner_and_pool(sim, token, image=KNOWN_IMAGE))
         assert outputs(engine, "pool")["problems"] == []
         assert {r["status"] for r in sim.github.runners()} == {"online"} and len(sim.github.runners()) == 3
         assert sim.runners.jobs_killed == []

@@ -19,6 +19,7 @@ from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiWorkspace
 from pulumi_actions_runners.report import render
 from tests.conftest import ROOT, quick_simulator
+from tests.helpers import calls_but_the_release_list
 from tests.test_report import report
 
 WORKFLOWS = ROOT / "programs" / "gitops" / ".github" / "workflows"
@@ -156,7 +157,7 @@ def test_the_preview_job_s_credentials_are_enough_and_write_nothing(
         github_calls, kube_requests = len(sim.github.calls()), len(sim.kube.requests())
         preview = stack.run("preview", "--json", "--show-sames").stdout
         assert json.loads(preview)["changeSummary"] == {"same": 2, "update": 1}
-        assert (len(sim.github.calls()), len(sim.kube.requests())) == (github_calls, kube_requests)
+        assert (calls_but_the_release_list(sim, github_calls), len(sim.kube.requests())) == ([], kube_requests)
         live = report(
             "-",
             "--live",

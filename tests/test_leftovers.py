@@ -129,9 +129,9 @@ def test_a_runner_left_by_a_killed_create_is_not_adopted_when_the_spec_has_chang
         leftover = _killed_in_create(sim, engine, runner_with_token(sim, token))
 
         engine.new_provider_process()
-        engine.up(runner_with_token(sim, token, image="ghcr.io/actions/actions-runner:2.328.0"))
+        engine.up(runner_with_token(sim, token, image="ghcr.io/actions/actions-runner:2.330.0"))
 
         [pod] = sim.kube.pods(NAMESPACE)
         assert pod["metadata"]["uid"] != leftover["metadata"]["uid"]
-        assert pod["spec"]["containers"][0]["image"] == "ghcr.io/actions/actions-runner:2.328.0"
+        assert pod["spec"]["containers"][0]["image"] == "ghcr.io/actions/actions-runner:2.330.0"
         assert [r["id"] for r in sim.github.runners()] == [outputs(engine, "runner")["runner_id"]]

@@ -20,7 +20,16 @@ from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace, provider_plugin, yaml_host
 from pulumi_actions_runners import __version__
 from tests.conftest import ROOT, quick_simulator
-from tests.helpers import NAMESPACE, core_api, events_for, grace_after, new_token, secret_token, up_while_busy
+from tests.helpers import (
+    NAMESPACE,
+    calls_but_the_release_list,
+    core_api,
+    events_for,
+    grace_after,
+    new_token,
+    secret_token,
+    up_while_busy,
+)
 
 YAML_PROGRAM = ROOT / "programs" / "yaml"
 IMPORTING_PROGRAM = ROOT / "tests" / "projects" / "yaml-import"
@@ -75,7 +84,7 @@ def test_a_yaml_program_creates_rotates_with_a_busy_runner_waited_for_and_destro
         calls = len(sim.github.calls())
         preview = ws.run("preview").stdout
         assert re.search(rf" ~  {POOL} pool update \[diff: .*~registrationToken", preview), preview
-        assert len(sim.github.calls()) == calls
+        assert calls_but_the_release_list(sim, calls) == []
         # The review report reads the plugin's resources as it reads the dynamic ones.
         report = subprocess.run(
             [sys.executable, "-m", "pulumi_actions_runners.report"],

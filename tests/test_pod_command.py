@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pulumi_actions_runners.kube.manifests import DEFAULT_IMAGE, DOCKER_HOST, RunnerSpec, pod_manifest
+from pulumi_actions_runners.github.releases import KNOWN_IMAGE
+from pulumi_actions_runners.kube.manifests import DOCKER_HOST, RunnerSpec, pod_manifest
 
 SOCKET = DOCKER_HOST.removeprefix("unix://")
 STOP_SECONDS = 10.0  # far more than the Docker wait's 1 s sleep or the fake config.sh's 1 s
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _command(docker: bool, home: Path) -> str:
-    spec = RunnerSpec("https://github.com/o", "ci", "runner-0", (), True, DEFAULT_IMAGE, "h", docker=docker)
+    spec = RunnerSpec("https://github.com/o", "ci", "runner-0", (), True, KNOWN_IMAGE, "h", docker=docker)
     runner = next(c for c in pod_manifest(spec)["spec"]["containers"] if c["name"] == "runner")
     assert runner["command"][:2] == ["/bin/bash", "-c"]
     # Only where it looks: a socket that never appears, and a runner folder with stand-ins for its scripts.

@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
+from pulumi_actions_runners.github.releases import KNOWN_IMAGE
 from pulumi_actions_runners.kube.client import KubeClient
-from pulumi_actions_runners.kube.manifests import DEFAULT_IMAGE, POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
+from pulumi_actions_runners.kube.manifests import POOL_LABEL, RunnerSpec, pod_manifest, secret_manifest
 from tests.conftest import ROOT, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs, owner_id, sha256, up_killed_when
 from tests.programs import token_and_pool
@@ -196,7 +197,7 @@ def test_a_just_in_time_pool_rotates_on_a_spec_change_with_one_config_and_one_re
         newer = token_and_pool(sim, None, jit_config=True, image="ghcr.io/actions/actions-runner:2.330.0")
 
         assert [(s.op, set(s.reasons)) for s in engine.preview(newer)] == [
-            ("update", {"image", "spec_hash", "shape_hash"})
+            ("update", {"image", "runner_version", "runner_release", "spec_hash", "shape_hash"})
         ]
         engine.up(newer)
 
@@ -235,7 +236,7 @@ def test_pods_left_by_an_update_cut_short_are_taken_over_when_made_as_now_specif
         with KubeClient(str(sim.kubeconfig)) as kube:  # what a provider killed mid-scale-up would have left
             for name, made_with in (("pool-2", token), ("pool-3", old_token)):
                 spec = RunnerSpec(
-                    sim.repo_url, NAMESPACE, name, (), True, DEFAULT_IMAGE, sha256(made_with), pool="pool", owner=owner
+                    sim.repo_url, NAMESPACE, name, (), True, KNOWN_IMAGE, sha256(made_with), pool="pool", owner=owner
                 )
                 kube.create_secret(secret_manifest(spec, made_with))
                 kube.create_pod(pod_manifest(spec))
@@ -337,7 +338,7 @@ def test_a_just_in_time_pool_larger_than_an_hour_allows_says_how_long_it_takes(c
     from pulumi_actions_runners.lifecycle import pool
 
     monkeypatch.delenv("ACTIONS_RUNNERS_GITHUB_RATE_WINDOW_SECONDS", raising=False)  # GitHub's own minute
-    template = RunnerSpec("https://github.com/o/r", NAMESPACE, "", (), True, DEFAULT_IMAGE, "jit", jit_config=True)
+    template = RunnerSpec("https://github.com/o/r", NAMESPACE, "", (), True, KNOWN_IMAGE, "jit", jit_config=True)
     spec = pool.PoolSpec("big", template, replicas=600, max_unavailable=600, tokens=None)
 
     with caplog.at_level("WARNING", logger="pulumi_actions_runners"):

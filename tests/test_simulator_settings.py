@@ -52,11 +52,11 @@ def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 class Serve:
     """`serve` running, once it has printed its settings; `stop` ends it and returns what it said on stderr."""
 
-    def __init__(self, env: dict[str, str], tmp_path: Path) -> None:
+    def __init__(self, env: dict[str, str], tmp_path: Path, *args: str) -> None:
         self._stderr = tmp_path / "serve.stderr"
         with self._stderr.open("w") as stderr:
             self.process = subprocess.Popen(
-                [*COMMAND, "serve", "--no-namespace"],
+                [*COMMAND, "serve", "--no-namespace", *args],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

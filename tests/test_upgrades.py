@@ -14,17 +14,19 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
 from pulumi_actions_runners.inputs.runner import LATER_DEFAULTS, runner_spec
-from tests.conftest import wait_until
+from tests.conftest import quick_simulator, wait_until
+from tests.test_report import report
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "upgrades"
 RELEASES = sorted(folder.name for folder in FIXTURES.iterdir() if (folder / "state.json").is_file())
@@ -313,3 +315,36 @@ def _untouched_for(seconds: float, sim: Simulator, namespace: str, pod_names: li
 
 def _refusals(sim: Simulator, runner_id: int) -> int:
     return sum(c["status"] == 422 for c in sim.github.calls("DELETE", rf"/actions/runners/{runner_id}$"))
+
+
+@pytest.mark.parametrize("newest", ["2.329.0", "2.337.0"])
+def test_a_program_that_names_no_image_tracks_the_newest_release_from_the_first_preview(
+    newest: str, kube_api_server: KubeApiServer, cli_dir: Path
+) -> None:
+    """The recorded stack, its program naming no image (0.2.0's default image, as a user wrote it): from the
+    upgrade on, the runners track the newest release. The recorded 2.329.0 still the newest, nothing changes; a
+    newer one (published 5 days ago) makes the first preview rotate every runner, with GitHub's deadline for
+    2.329.0 as the reason."""
+    published = datetime.now(UTC) - timedelta(days=5)
+    releases = [(newest, published.strftime("%Y-%m-%dT%H:%M:%SZ"))]
+    with quick_simulator(kube_api_server, runner_releases=releases) as sim:
+        recorded = load("0a30489", sim, time.time())
+        del recorded.config["image"]
+        recreate(sim, recorded)
+        with PulumiWorkspace(FIXTURES / "project", cli_dir, stack=recorded.about["stack"]) as stack:
+            import_stack(stack, recorded, sim.credential)
+            changed = planned_changes(stack)
+            if newest == "2.329.0":
+                assert changed == [], f"{changed}\n{stack.run('preview', '--diff').stdout}"
+                return
+            ops = {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in changed}
+            assert ops == {"runner-0": "replace", "runner-1": "replace", "pool": "update", "jit-pool": "update"}, ops
+            deadline = published + timedelta(days=30)
+            said = (
+                f"actions/runner 2.337.0 was released on {published:%Y-%m-%d}; 2.329.0 stops receiving jobs after "
+                f"{deadline:%Y-%m-%d}"
+            )
+            preview = stack.run("preview")
+            assert said in preview.stdout + preview.stderr, preview.stdout
+            text = report("-", stdin=stack.run("preview", "--json").stdout).stdout
+            assert text.count(f"because: {said}") == 4, text

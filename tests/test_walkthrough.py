@@ -25,7 +25,7 @@ def bash_blocks(markdown: str) -> str:
 
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     script = bash_blocks(PAGE.read_text())
-    assert script.count("pulumi up --yes") == 3 and "job start fleet-0" in script
+    assert script.count("pulumi up --yes") == 4 and "job start fleet-0" in script and "release 2.337.0" in script
     home = tmp_path / "home"
     home.mkdir()
     tools = {TOOLS[name].variable: str(folder) for name, folder in tool_dirs(*TOOLS).items()}  # found: nothing to build
@@ -66,6 +66,10 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "within refresh_before_seconds, now 3000 (was 1800)" in output, output[-6000:]  # the setting, not a cause
     assert "runner fleet-0 is running a job (RemoveRunner answered 422)" in output, output[-6000:]
     assert "RemoveRunner of fleet-0 was answered 422 (busy)" in output, output[-6000:]
+    # The release: published now, so 2.336.0 gets jobs for 30 more days; the preview and the report say so.
+    released = re.search(r"actions/runner 2\.337\.0 was released on \S+; 2\.336\.0 stops receiving jobs after", output)
+    assert released and output.count(released[0]) >= 2, output[-6000:]
+    assert len(re.findall(r"RunnerPool fleet +rotate 3 of 3 runners", output)) == 2, output[-6000:]
     last_word = json.loads(output.strip().splitlines()[-1])
     assert last_word["jobs_killed"] == [], last_word
     assert "Traceback" not in output, output[-6000:]

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from . import control, demo
+from .runner_releases import DEFAULT_RELEASE, parse_day, parse_release
 from .simulator import Simulator
 from .tools import TOOLS, ToolMissing, tool_dirs
 
@@ -43,10 +44,12 @@ def answer_reports(sim: Simulator) -> None:
             print(report(sim), flush=True)
 
 
-def serve(token_lifetime: float, namespace: str | None) -> int:
+def serve(token_lifetime: float, namespace: str | None, releases: list[tuple[str, str]] | None = None) -> int:
     control.settings_folder()  # one that cannot be made the user's own is refused before anything starts
     namespaces = (namespace,) if namespace else ()
-    with Simulator(token_lifetime=token_lifetime, namespaces=namespaces, fault_proxy=False) as sim:
+    with Simulator(
+        token_lifetime=token_lifetime, namespaces=namespaces, fault_proxy=False, runner_releases=releases
+    ) as sim:
         app_key_file = sim.workdir / "github-app.private-key.pem"
         app_key_file.write_text(sim.app_private_key)
         app_key_file.chmod(0o600)
@@ -102,6 +105,25 @@ def main(argv: list[str] | None = None) -> int:
     server.add_argument("--namespace", default="actions-runners", help="made at start, for the runners")
     server.add_argument(
         "--no-namespace", action="store_true", help="make none: the program makes it (programs/runners does)"
+    )
+    server.add_argument(
+        "--runner-release",
+        action="append",
+        type=_release,
+        metavar="VERSION@YYYY-MM-DD",
+        help="an actions/runner release GitHub lists (repeatable; default: "
+        f"{DEFAULT_RELEASE}, published a week before the start). GitHub refuses jobs to a runner behind a release "
+        "published more than 30 days ago, and registration below 2.329.0",
+    )
+    publish = commands.add_parser(
+        "release", help="publish an actions/runner release on the running simulator's GitHub (`serve`)"
+    )
+    publish.add_argument("version", help="as 2.337.0")
+    publish.add_argument(
+        "--published",
+        type=_day,
+        metavar="YYYY-MM-DD",
+        help="its publication day (default: now); older runners get no jobs 30 days after it",
     )
     jobs = commands.add_parser(
         "job", help="start or finish a CI job on a runner of the running simulator (`serve`)", description=JOB
@@ -162,9 +184,26 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "env":
         print(control.environment(args.wait))
         return 0
+    if args.command == "release":
+        print(control.release(args.version, args.published))
+        return 0
     if args.command == "demo":
         return demo.run(runners=args.runners, github_app=args.github_app)
-    return serve(args.token_lifetime, None if args.no_namespace else args.namespace)
+    return serve(args.token_lifetime, None if args.no_namespace else args.namespace, args.runner_release)
+
+
+def _release(text: str) -> tuple[str, str]:
+    try:
+        return parse_release(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _day(text: str) -> str:
+    try:
+        return parse_day(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 if __name__ == "__main__":

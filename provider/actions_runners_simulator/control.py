@@ -201,6 +201,24 @@ def job(action: str, runner_name: str, seconds: float | None = None, *, after_re
     return f"a job runs on {runner_name} {held}: GitHub answers RemoveRunner with 422 until it ends"
 
 
+def release(version: str, published_at: str | None) -> str:
+    """Publish an actions/runner release on the running simulator's GitHub (``published_at`` RFC 3339, None: now);
+    what it means for the runners, in words. NoSimulator when none runs or it refuses."""
+    info = running()
+    payload = {"version": version, "published_at": published_at}
+    try:
+        answer = requests.post(f"{control_url(info)}/releases", json=payload, timeout=REQUEST_SECONDS)
+    except requests.RequestException as error:
+        raise NoSimulator(f"the simulator at {control_url(info)} did not answer: {error}") from None
+    if answer.status_code >= 400:
+        raise NoSimulator(f"the simulator refused ({answer.status_code}): {answer.text.strip()}")
+    published = answer.json()
+    return (
+        f"actions/runner {published['version']} is published ({published['published_at']}): GitHub sends no jobs "
+        f"to older runners after {published['older_runners_get_no_jobs_after']}"
+    )
+
+
 def _refused(info: dict[str, Any], runner_name: str, wait_seconds: float) -> str:
     """Wait until a RemoveRunner of the runner was answered 422; say when, from the double's own call log."""
     started, deadline = time.monotonic(), time.monotonic() + wait_seconds

@@ -37,6 +37,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from .github_apps import GitHubApps
+from .runner_releases import RunnerReleases, parse_version
 
 API_PREFIX = "/api/v3"
 
@@ -58,8 +59,16 @@ _RUNNERS_ROUTE = re.compile(
     r"(?:/(?P<item>registration-token|remove-token|generate-jitconfig|\d+)(?P<labels>/labels)?)?"
 )
 _GROUPS_ROUTE = re.compile(r"/(?P<scope>orgs/[^/]+|enterprises/[^/]+)/actions/runner-groups")
+# Public, as on github.com: answered without a credential, from the anonymous budget.
+_RELEASES_ROUTE = re.compile(r"/repos/actions/runner/releases(?P<latest>/latest)?")
+_RELEASE_DOCS = f"{_DOCS}/releases/releases"
 _SCOPE_TEMPLATE = {"repos": "repos/{owner}/{repo}", "orgs": "orgs/{org}", "enterprises": "enterprises/{enterprise}"}
 _ANONYMOUS_LIMIT_PER_HOUR = 60
+# GitHub's answer to an anonymous client past its 60 requests an hour (a 403), for the loopback address.
+_ANONYMOUS_LIMIT_MESSAGE = (
+    "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated requests get a higher rate "
+    "limit. Check out the documentation for more details.)"
+)
 _DEFAULT_RUNNER_GROUP_ID = 1  # every scope's "Default" group; organizations and enterprises may add their own
 _MAX_JIT_LABELS = 100
 _WRITE_POINTS = 5  # a GET costs 1 point of the per-endpoint secondary budget
@@ -846,6 +855,11 @@ class _TrafficPolicy:
         headers its answer carries. Refusals are decided before spending: a refused request costs nothing."""
         with self._lock:
             budget = self._budgets.get(credential)
+            if budget is None and not credential and _RELEASES_ROUTE.fullmatch(path):
+                if self._anonymous_budget.try_spend():
+                    return None, self._anonymous_budget.headers()
+                self._rate_limit_refusals += 1
+                return _error(403, _ANONYMOUS_LIMIT_MESSAGE, _RATE_DOCS), self._anonymous_budget.headers()
             if budget is None:
                 self._anonymous_budget.try_spend()
                 return _error(401, "Bad credentials"), self._anonymous_budget.headers()
@@ -1000,6 +1014,7 @@ class GitHubDouble:
         listing_order: ListingOrder = "id",
         session_expiry_seconds: float = SESSION_EXPIRY_SECONDS,
         job_abandon_seconds: float = JOB_ABANDON_SECONDS,
+        runner_releases: Iterable[tuple[str, str]] | None = None,
     ) -> None:
         """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
         ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
@@ -1007,12 +1022,15 @@ class GitHubDouble:
         permission only (organization "Self-hosted runners: read", repository "Administration: read"): GitHub
         answers their writes 403 "Resource not accessible by personal access token". ``listing_order``: the order
         runner listings page in (see ListingOrder). ``session_expiry_seconds`` and ``job_abandon_seconds``: what a
-        runner that died leaves behind lasts that long (see SESSION_EXPIRY_SECONDS)."""
+        runner that died leaves behind lasts that long (see SESSION_EXPIRY_SECONDS). ``runner_releases``: the
+        actions/runner releases, (version, published_at) pairs (None: runner_releases.DEFAULT_RELEASE); `releases`
+        publishes more while the double runs, and GitHub's version policy follows them (runner_releases.py)."""
         read_only = tuple(read_only_credentials)
         self._read_only = frozenset(read_only)
         credentials = (*credentials, *read_only)
         lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
+        self.releases = RunnerReleases(runner_releases)
         self._registry = _RunnerRegistry(
             lock, token_lifetime, listing_order, session_expiry=session_expiry_seconds, job_abandon=job_abandon_seconds
         )
@@ -1069,12 +1087,15 @@ class GitHubDouble:
         replace: bool = True,
         runner_group: str | None = None,
         session: bool = True,
+        version: str | None = None,
     ) -> int:
         """``config.sh --unattended [--replace]``: with ``replace``, a runner of the same name in the scope is
         replaced (and a job it runs is lost); without, a taken name is refused. Without a ``listener`` the runner
         runs elsewhere: it is listed online, and nothing here hears of it. A simulated runner registers without
-        a ``session`` and opens one as its run.sh does (`open_session`)."""
+        a ``session`` and opens one as its run.sh does (`open_session`). A ``version`` below the minimum GitHub
+        lets register is refused (runner_releases.py); None: a runner whose version the caller does not know."""
         scope = self._scope_of(github_url)
+        self._check_version(version)
         listener = listener or _Unattached()
         return self._registry.register(
             scope, token, name, labels, ephemeral, listener, replace, runner_group, session=session
@@ -1097,10 +1118,14 @@ class GitHubDouble:
         """A runner group of an organization ("orgs/ORG") or enterprise ("enterprises/ENT"): its id."""
         return self._registry.add_runner_group(scope, name)
 
-    def connect_jit_runner(self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener) -> int:
+    def connect_jit_runner(
+        self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener, version: str | None = None
+    ) -> int:
         """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.
-        Refused if that registration is gone, the config was used before, or it is for another server or scope."""
+        Refused if that registration is gone, the config was used before, or it is for another server or scope,
+        or if the runner's ``version`` is below the minimum GitHub lets connect."""
         scope = self._scope_of(github_url)
+        self._check_version(version)
         config = _decode_jit_config(encoded_jit_config)
         if (config["server"], config["scope"]) != (self.url, scope):
             raise RegistrationRefused(
@@ -1108,6 +1133,15 @@ class GitHubDouble:
             )
         self._registry.connect_jit(scope, config["runner_id"], config["secret"], listener)
         return config["runner_id"]
+
+    def _check_version(self, version: str | None) -> None:
+        refusal = None if version is None else self.releases.registration_refusal(parse_version(version))
+        if refusal is not None:
+            raise RegistrationRefused(refusal)
+
+    def refuses_jobs(self, version: str | None) -> bool:
+        """Whether GitHub sends no more jobs to a runner of ``version`` (None: a version nobody knows, let be)."""
+        return version is not None and self.releases.refuses_jobs(parse_version(version))
 
     def _scope_of(self, github_url: str) -> str:
         """The REST scope that a config.sh --url names; a URL of another server can never register here."""
@@ -1258,6 +1292,9 @@ class GitHubDouble:
     def _route(self, method: str, path: str, query: str, credential: str, body: bytes) -> _Reply:
         if (method, path) == ("GET", "/rate_limit"):
             return _Reply(200, self._traffic.rate_limit_overview(credential))
+        releases = _RELEASES_ROUTE.fullmatch(path)
+        if method == "GET" and releases is not None:
+            return self._runner_releases(path, query, latest=releases["latest"] is not None)
         groups = _GROUPS_ROUTE.fullmatch(path)
         if method == "GET" and groups is not None:
             return self._list_runner_groups(groups["scope"], query)
@@ -1347,6 +1384,15 @@ class GitHubDouble:
             return _error(404, "Not Found", documentation_url)
         return _Reply(200, {"total_count": len(found["labels"]), "labels": found["labels"]})
 
+    def _runner_releases(self, path: str, query: str, *, latest: bool) -> _Reply:
+        """actions/runner's newest release, or its releases newest first (paginated, a bare array as GitHub's)."""
+        releases = [release.as_json(self.api_url) for release in self.releases.newest_first()]
+        if latest:
+            if not releases:
+                return _error(404, "Not Found", f"{_RELEASE_DOCS}#get-the-latest-release")
+            return _Reply(200, releases[0])
+        return self._page(path, query, None, releases)
+
     def _list_runners(self, scope: str, query: str) -> _Reply:
         runners = self._registry.select(scope, dict(parse_qsl(query)).get("name"))
         return self._page(f"/{scope}/actions/runners", query, "runners", runners)
@@ -1371,13 +1417,15 @@ class GitHubDouble:
             )
         return self._page(f"/{scope}/actions/runner-groups", query, "runner_groups", groups)
 
-    def _page(self, path: str, query: str, key: str, items: list[JsonObject]) -> _Reply:
-        """One page of ``items`` (``per_page`` at most 100, 30 by default), with GitHub's Link header."""
+    def _page(self, path: str, query: str, key: str | None, items: list[JsonObject]) -> _Reply:
+        """One page of ``items`` (``per_page`` at most 100, 30 by default), with GitHub's Link header; under
+        ``key`` with a ``total_count``, or (``key`` None) a bare array, as the releases listing is."""
         parameters = dict(parse_qsl(query))
         per_page = min(_positive_int(parameters.get("per_page"), 30), 100)
         page = _positive_int(parameters.get("page"), 1)
         first = (page - 1) * per_page
-        reply = _Reply(200, {"total_count": len(items), key: items[first : first + per_page]})
+        on_page = items[first : first + per_page]
+        reply = _Reply(200, on_page if key is None else {"total_count": len(items), key: on_page})
         last_page = max(1, -(-len(items) // per_page))
         if last_page > 1:
             reply.headers["Link"] = self._link_header(path, query, page, last_page)
@@ -1425,6 +1473,9 @@ class GitHubDouble:
             except LookupError as error:
                 return _Reply(409, {"message": str(error)})
             return _Reply(200, {"runner_name": payload["runner_name"]})
+        if (method, path) == ("POST", "/_simulator/releases"):
+            published = self.releases.publish(payload["version"], payload.get("published_at"))
+            return _Reply(201, published.as_control_json())
         if (method, path) == ("POST", "/_simulator/faults"):
             options = ("count", "method", "path_regex", "retry_after", "rate_limit_reset_in")
             self.fail_next(int(payload["status"]), **{key: payload[key] for key in options if key in payload})

@@ -44,8 +44,10 @@ number the provider must keep at zero.
 
 A container of a ``docker:*dind*`` image runs a simulated dockerd, whose socket is there ``docker_boot_seconds``
 after its start; a runner given ``DOCKER_HOST`` waits for it as the provider's runner command does (bounded,
-then exit 1 with the command's message). GitHub can be made to refuse runner versions below one
-(``deprecate_versions_below``): such a runner registers, then exits when it asks for a job, as run.sh does.
+then exit 1 with the command's message). A runner's version is its image's tag (none for a tag that names
+none, as a private build's): GitHub's version policy (runner_releases.py, on the double's releases) refuses
+config.sh below the minimum, and jobs to a version behind a release published more than 30 days ago: such a
+runner registers, then exits when it asks for a job, as run.sh does (at once if idle when the release appears).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from pulumi_actions_runners.kube.manifests import DOCKER_HOST, DOCKER_WAIT_SECONDS, VERSION_DEPRECATED_EXIT_CODE
 
@@ -112,10 +115,10 @@ def run_sh_exit(listener_code: int, env: Mapping[str, str]) -> int | None:
     return 0
 
 
-def image_version(image: str) -> tuple[int, ...] | None:
+def image_version(image: str) -> str | None:
     """The runner version an image tag names (ghcr.io/actions/actions-runner:2.336.0), if it names one."""
     match = _VERSION_TAG.search(image)
-    return tuple(int(part) for part in match.groups()) if match else None
+    return ".".join(match.groups()) if match else None
 
 
 def _is_dockerd(image: str) -> bool:
@@ -238,7 +241,6 @@ class SimulatedRunners:
         self._running: dict[tuple[str, str, str], _RunnerProcess] = {}
         self._dockers: dict[tuple[str, str], threading.Event] = {}  # each pod's dockerd: set once it answers
         self._lock = threading.Lock()
-        self._oldest_version: tuple[int, ...] | None = None
         self._lingering: list[bool] = []  # staged slow removals: for ever, or for the slow path's length
         self.jobs_killed: list[str] = []
         self.registrations_refused: list[tuple[str, str]] = []
@@ -246,14 +248,22 @@ class SimulatedRunners:
         self.session_conflicts: list[str] = []  # runner names, once per 409 on CreateSession
         self.sigterms_ignored: list[str] = []  # pods whose PID 1 shell dropped a SIGTERM
         self._holds: list[ConfigHold] = []
+        github.releases.on_publish(self._releases_changed)
 
     # --- what tests stage -----------------------------------------------------------------------------
 
-    def deprecate_versions_below(self, version: str) -> None:
-        """GitHub refuses jobs to runners older than ``version``: idle ones exit now, busy ones after their job."""
-        oldest = image_version(f":{version}")
+    def _releases_changed(self) -> None:
+        """A release was published: GitHub refuses jobs to the versions it deprecates, from now or from their
+        deadline on (a timer each: late, never early; what it finds is judged against the release list)."""
+        self._exit_idle_if_deprecated()
+        now = datetime.now(UTC)
+        for deadline in self._github.releases.deadlines():
+            if deadline > now:
+                _after((deadline - now).total_seconds(), self._exit_idle_if_deprecated)
+
+    def _exit_idle_if_deprecated(self) -> None:
+        """Idle runners of a refused version exit now; busy ones do after their job (`_after_job`)."""
         with self._lock:
-            self._oldest_version = oldest
             idle = [runner for runner in self._running.values() if not runner.busy and runner.listening]
         for runner in idle:
             self._exit_if_deprecated(runner)
@@ -510,14 +520,12 @@ class SimulatedRunners:
     def _exit_if_deprecated(self, runner: _RunnerProcess) -> None:
         """run.sh asking for a job of GitHub when its version is refused: the listener ends, and run.sh exits."""
         version = image_version(runner.process.image)
-        with self._lock:
-            oldest = self._oldest_version
-        if oldest is None or version is None or version >= oldest or runner.busy or runner.runner_id is None:
+        if runner.busy or runner.runner_id is None or not self._github.refuses_jobs(version):
             return
         self._forget(runner)
         self._github.end_session(runner.runner_id, gracefully=True)
-        named = ".".join(map(str, version))
-        message = f"An error occurred: Runner version v{named} is deprecated and cannot receive messages."
+        # actions/runner#4305: the message poll's AccessDeniedException, as the listener writes it.
+        message = f"An error occurred: Runner version v{version} is deprecated and cannot receive messages."
         deprecated = VERSION_DEPRECATED_EXIT_CODE if runner.process.env.get(RETURN_DEPRECATED) == "1" else 1
         runner.exit(run_sh_exit(deprecated, runner.process.env) or 0, message)
 
@@ -583,13 +591,17 @@ class SimulatedRunners:
             replace=env.get(f"{INPUT}REPLACE") == "true",
             runner_group=env.get(f"{INPUT}RUNNERGROUP"),
             session=False,
+            version=image_version(runner.process.image),
         )
 
     def _connect_jit(self, runner: _RunnerProcess, listener: _Listener) -> int:
         """A just-in-time runner is registered already (ephemeral, named and labelled by GitHub): it only connects."""
         env = runner.process.env
         return self._github.connect_jit_runner(
-            github_url=env[f"{INPUT}URL"], encoded_jit_config=env[f"{INPUT}JITCONFIG"], listener=listener
+            github_url=env[f"{INPUT}URL"],
+            encoded_jit_config=env[f"{INPUT}JITCONFIG"],
+            listener=listener,
+            version=image_version(runner.process.image),
         )
 
     # --- bookkeeping ----------------------------------------------------------------------------------

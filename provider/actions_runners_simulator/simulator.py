@@ -48,6 +48,7 @@ class Simulator:
         fault_proxy: bool = True,
         app_token_lifetime: float = 3600.0,
         listing_order: ListingOrder = "id",
+        runner_releases: list[tuple[str, str]] | None = None,
     ) -> None:
         """``namespaces`` are made at start (a program that makes its own namespace needs none); ``api_server``
         is a running one to borrow (reset at stop), else the simulator starts its own. Without ``fault_proxy``
@@ -59,7 +60,9 @@ class Simulator:
         ``app_token_lifetime`` seconds. ``listing_order``: how GitHub's runner listings are ordered (GitHub
         documents none). ``runner_speedup`` runs the runners' clock, and the kubelet's restart back-off and
         GitHub's session and job-lock expiries with it, that many times as fast: every behaviour of actions/runner
-        stays (runner.py), only sooner, so that a test bed need not wait minutes for a stale session to lapse."""
+        stays (runner.py), only sooner, so that a test bed need not wait minutes for a stale session to lapse.
+        ``runner_releases``: the actions/runner releases GitHub lists, (version, published_at) pairs (see
+        runner_releases.py; more are published with ``github.releases.publish``)."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             read_only_credentials=(READ_ONLY_CREDENTIAL,),
@@ -69,6 +72,7 @@ class Simulator:
             listing_order=listing_order,
             session_expiry_seconds=SESSION_EXPIRY_SECONDS / runner_speedup,
             job_abandon_seconds=JOB_ABANDON_SECONDS / runner_speedup,
+            runner_releases=runner_releases,
         )
         self.github.apps.token_lifetime = app_token_lifetime
         self.app_id, self.app_private_key = APP_ID, new_private_key()

@@ -11,7 +11,6 @@ from pulumi import Input, Output, ResourceOptions
 from pulumi.dynamic import Resource
 
 from .inputs import names
-from .kube.manifests import DEFAULT_IMAGE
 from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider
@@ -135,7 +134,8 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
         runner_name: Input[str] | None = None,
         labels: Input[Sequence[Input[str]]] = (),
         ephemeral: Input[bool] = True,
-        image: Input[str] = DEFAULT_IMAGE,
+        image: Input[str] | None = None,
+        runner_version: Input[str] | None = None,
         pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
         docker: Input[bool] = False,
         runner_group: Input[str] | None = None,
@@ -159,6 +159,8 @@ class Runner(Resource, module=RESOURCE_MODULE, name="Runner"):
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,
+            "runner_version": runner_version,
+            "runner_release": None,
             "pod_template": pod_template,
             "docker": docker,
             "runner_group": runner_group,
@@ -218,7 +220,8 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         pool_name: Input[str] | None = None,
         labels: Input[Sequence[Input[str]]] = (),
         ephemeral: Input[bool] = True,
-        image: Input[str] = DEFAULT_IMAGE,
+        image: Input[str] | None = None,
+        runner_version: Input[str] | None = None,
         pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
         docker: Input[bool] = False,
         runner_group: Input[str] | None = None,
@@ -245,6 +248,8 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
             "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
             "ephemeral": ephemeral,
             "image": image,
+            "runner_version": runner_version,
+            "runner_release": None,
             "pod_template": pod_template,
             "docker": docker,
             "runner_group": runner_group,

@@ -71,7 +71,7 @@ export class Runner extends pulumi.CustomResource {
      */
     declare public readonly gracePeriodSeconds: pulumi.Output<number | undefined>;
     /**
-     * The runner image.
+     * The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
      */
     declare public readonly image: pulumi.Output<string | undefined>;
     /**
@@ -143,9 +143,17 @@ export class Runner extends pulumi.CustomResource {
      */
     declare public readonly runnerName: pulumi.Output<string | undefined>;
     /**
+     * What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+     */
+    declare public /*out*/ readonly runnerRelease: pulumi.Output<{[key: string]: any} | undefined>;
+    /**
      * online or offline, as the last refresh saw it.
      */
     declare public /*out*/ readonly runnerStatus: pulumi.Output<string | undefined>;
+    /**
+     * The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+     */
+    declare public readonly runnerVersion: pulumi.Output<string | undefined>;
     /**
      * The Secret its pod reads its registration from.
      */
@@ -184,7 +192,7 @@ export class Runner extends pulumi.CustomResource {
             resourceInputs["githubToken"] = args?.githubToken ? pulumi.secret(args.githubToken) : undefined;
             resourceInputs["githubUrl"] = args?.githubUrl;
             resourceInputs["gracePeriodSeconds"] = (args?.gracePeriodSeconds) ?? 30;
-            resourceInputs["image"] = (args?.image) ?? "ghcr.io/actions/actions-runner:2.336.0";
+            resourceInputs["image"] = args?.image;
             resourceInputs["jitConfig"] = (args?.jitConfig) ?? false;
             resourceInputs["kubeconfig"] = args?.kubeconfig;
             resourceInputs["labels"] = args?.labels;
@@ -195,6 +203,7 @@ export class Runner extends pulumi.CustomResource {
             resourceInputs["registrationTokenExpiresAt"] = args?.registrationTokenExpiresAt;
             resourceInputs["runnerGroup"] = args?.runnerGroup;
             resourceInputs["runnerName"] = args?.runnerName;
+            resourceInputs["runnerVersion"] = args?.runnerVersion;
             resourceInputs["unregisterTimeoutSeconds"] = (args?.unregisterTimeoutSeconds) ?? 600;
             resourceInputs["cluster"] = undefined /*out*/;
             resourceInputs["labelsUpdated"] = undefined /*out*/;
@@ -204,6 +213,7 @@ export class Runner extends pulumi.CustomResource {
             resourceInputs["podProblem"] = undefined /*out*/;
             resourceInputs["runnerBusy"] = undefined /*out*/;
             resourceInputs["runnerId"] = undefined /*out*/;
+            resourceInputs["runnerRelease"] = undefined /*out*/;
             resourceInputs["runnerStatus"] = undefined /*out*/;
             resourceInputs["secretName"] = undefined /*out*/;
             resourceInputs["tokenHash"] = undefined /*out*/;
@@ -235,7 +245,9 @@ export class Runner extends pulumi.CustomResource {
             resourceInputs["runnerGroup"] = undefined /*out*/;
             resourceInputs["runnerId"] = undefined /*out*/;
             resourceInputs["runnerName"] = undefined /*out*/;
+            resourceInputs["runnerRelease"] = undefined /*out*/;
             resourceInputs["runnerStatus"] = undefined /*out*/;
+            resourceInputs["runnerVersion"] = undefined /*out*/;
             resourceInputs["secretName"] = undefined /*out*/;
             resourceInputs["tokenHash"] = undefined /*out*/;
             resourceInputs["unregisterTimeoutSeconds"] = undefined /*out*/;
@@ -284,7 +296,7 @@ export interface RunnerArgs {
      */
     gracePeriodSeconds?: pulumi.Input<number | undefined>;
     /**
-     * The runner image.
+     * The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
      */
     image?: pulumi.Input<string | undefined>;
     /**
@@ -327,6 +339,10 @@ export interface RunnerArgs {
      * The runner's name; else one made from the resource's name, project and stack.
      */
     runnerName?: pulumi.Input<string | undefined>;
+    /**
+     * The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+     */
+    runnerVersion?: pulumi.Input<string | undefined>;
     /**
      * How long a busy runner's job is waited for before the provider gives up (it never kills it).
      */

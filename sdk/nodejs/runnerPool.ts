@@ -77,7 +77,7 @@ export class RunnerPool extends pulumi.CustomResource {
      */
     declare public readonly gracePeriodSeconds: pulumi.Output<number | undefined>;
     /**
-     * The runner image.
+     * The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
      */
     declare public readonly image: pulumi.Output<string | undefined>;
     /**
@@ -149,6 +149,14 @@ export class RunnerPool extends pulumi.CustomResource {
      */
     declare public readonly runnerGroup: pulumi.Output<string | undefined>;
     /**
+     * What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+     */
+    declare public /*out*/ readonly runnerRelease: pulumi.Output<{[key: string]: any} | undefined>;
+    /**
+     * The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+     */
+    declare public readonly runnerVersion: pulumi.Output<string | undefined>;
+    /**
      * Each runner of the pool.
      */
     declare public /*out*/ readonly runners: pulumi.Output<outputs.PoolRunner[] | undefined>;
@@ -197,7 +205,7 @@ export class RunnerPool extends pulumi.CustomResource {
             resourceInputs["githubToken"] = args?.githubToken ? pulumi.secret(args.githubToken) : undefined;
             resourceInputs["githubUrl"] = args?.githubUrl;
             resourceInputs["gracePeriodSeconds"] = (args?.gracePeriodSeconds) ?? 30;
-            resourceInputs["image"] = (args?.image) ?? "ghcr.io/actions/actions-runner:2.336.0";
+            resourceInputs["image"] = args?.image;
             resourceInputs["jitConfig"] = (args?.jitConfig) ?? false;
             resourceInputs["kubeconfig"] = args?.kubeconfig;
             resourceInputs["labels"] = args?.labels;
@@ -211,6 +219,7 @@ export class RunnerPool extends pulumi.CustomResource {
             resourceInputs["registrationTokenExpiresAt"] = args?.registrationTokenExpiresAt;
             resourceInputs["replicas"] = args?.replicas;
             resourceInputs["runnerGroup"] = args?.runnerGroup;
+            resourceInputs["runnerVersion"] = args?.runnerVersion;
             resourceInputs["unregisterTimeoutSeconds"] = (args?.unregisterTimeoutSeconds) ?? 600;
             resourceInputs["cluster"] = undefined /*out*/;
             resourceInputs["finishedPods"] = undefined /*out*/;
@@ -218,6 +227,7 @@ export class RunnerPool extends pulumi.CustomResource {
             resourceInputs["owner"] = undefined /*out*/;
             resourceInputs["parallelism"] = undefined /*out*/;
             resourceInputs["problems"] = undefined /*out*/;
+            resourceInputs["runnerRelease"] = undefined /*out*/;
             resourceInputs["runners"] = undefined /*out*/;
             resourceInputs["shapeHash"] = undefined /*out*/;
             resourceInputs["specHash"] = undefined /*out*/;
@@ -251,6 +261,8 @@ export class RunnerPool extends pulumi.CustomResource {
             resourceInputs["registrationTokenExpiresAt"] = undefined /*out*/;
             resourceInputs["replicas"] = undefined /*out*/;
             resourceInputs["runnerGroup"] = undefined /*out*/;
+            resourceInputs["runnerRelease"] = undefined /*out*/;
+            resourceInputs["runnerVersion"] = undefined /*out*/;
             resourceInputs["runners"] = undefined /*out*/;
             resourceInputs["shapeHash"] = undefined /*out*/;
             resourceInputs["specHash"] = undefined /*out*/;
@@ -301,7 +313,7 @@ export interface RunnerPoolArgs {
      */
     gracePeriodSeconds?: pulumi.Input<number | undefined>;
     /**
-     * The runner image.
+     * The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
      */
     image?: pulumi.Input<string | undefined>;
     /**
@@ -356,6 +368,10 @@ export interface RunnerPoolArgs {
      * An organization's or enterprise's runner group.
      */
     runnerGroup?: pulumi.Input<string | undefined>;
+    /**
+     * The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+     */
+    runnerVersion?: pulumi.Input<string | undefined>;
     /**
      * How long a busy runner's job is waited for before the provider gives up (it never kills it).
      */

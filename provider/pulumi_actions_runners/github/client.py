@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 API_VERSION = "2022-11-28"
 USER_AGENT = "pulumi-actions-runners"
 PAGE_SIZE = 100
+RUNNER_RELEASES_PATH = "/repos/actions/runner/releases"
 
 
 class GitHubError(Exception):
@@ -229,6 +230,11 @@ class GitHubClient:
         if response.status_code == 422 and "still running a job" in _message(response):
             return RemoveOutcome.BUSY
         raise GitHubError("DELETE", path, response.status_code, _message(response))
+
+    def runner_releases(self) -> list[dict[str, Any]]:
+        """actions/runner's releases, newest first: the first page (100) is months of them. On github.com the
+        list is public; GitHub Enterprise Server may have no such repository (GitHubError 404)."""
+        return self._expect(200, "GET", RUNNER_RELEASES_PATH, params={"per_page": PAGE_SIZE}).json()
 
     # -- transport --------------------------------------------------------------------------------------
 

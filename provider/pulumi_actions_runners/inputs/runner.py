@@ -19,6 +19,7 @@ from ..unknowns import holds_unknown, is_unknown
 from . import validation
 from .cluster import CLUSTER, cluster_of
 from .connections import Endpoint
+from .runner_version import effective_image, settle
 
 RULES: dict[str, validation.Rule] = {
     "github_url": validation.github_url,
@@ -26,7 +27,8 @@ RULES: dict[str, validation.Rule] = {
     "labels": validation.runner_labels,
     "ephemeral": validation.boolean,
     "jit_config": validation.boolean,
-    "image": validation.image_reference,
+    "image": validation.optional(validation.image_reference),
+    "runner_version": validation.runner_version,
     "grace_period_seconds": validation.seconds_between(0, 3600),
     "unregister_timeout_seconds": validation.seconds_between(0, 86400),
     "register_timeout_seconds": validation.seconds_between(1, 3600),
@@ -47,11 +49,18 @@ SETTINGS = (
     *APP_INPUTS,
     "kubeconfig",
 )
-# Not compared by Diff: ``owner`` is recorded as the runner was made (its registration carries it), and the
-# token's expiry changes only with the token, whose hash Diff compares already.
-UNDIFFED = ("owner", "registration_token_expires_at")
+# Not compared by Diff: ``owner`` is recorded as the runner was made (its registration carries it), the token's
+# expiry changes only with the token, whose hash Diff compares already, and the runner version and what GitHub
+# says of it (runner_version.py) act through the image they settle, which Diff compares.
+UNDIFFED = ("owner", "registration_token_expires_at", "runner_version", "runner_release")
 # Inputs added after the first release: a state written before them holds none, which means the default.
-LATER_DEFAULTS: dict[str, Any] = {"jit_config": False, "pod_template": None, "docker": False, "runner_group": None}
+LATER_DEFAULTS: dict[str, Any] = {
+    "jit_config": False,
+    "pod_template": None,
+    "docker": False,
+    "runner_group": None,
+    "runner_version": None,
+}
 # How long a deleted pod may take to go beyond its termination grace before it is forced.
 POD_GONE_MARGIN_SECONDS = 60
 
@@ -66,6 +75,8 @@ def input_differs(olds: dict[str, Any], news: dict[str, Any], key: str) -> bool:
     old, new = stored(olds, key), news.get(key)
     if key == "pod_template" and not holds_unknown(new):
         return template_json(old) != template_json(new)
+    if key == "image":  # what the pods run, given or tracked: 0.2.0's default image is the tracked 2.336.0's
+        return validation.differs(effective_image(olds), effective_image(news))
     return validation.differs(old, new)
 
 
@@ -120,6 +131,8 @@ def check_runner_inputs(
         failures.append(("registration_token", reason))
     else:
         inputs["token_hash"] = token_hash(token)
+    if not failures:
+        settle(olds, inputs)
     return inputs, failures
 
 
@@ -203,7 +216,7 @@ def runner_spec(
         runner_name=runner_name,
         labels=tuple(props.get("labels") or ()),
         ephemeral=props["ephemeral"],
-        image=props["image"],
+        image=effective_image(props),
         token_hash=props["token_hash"],
         jit_config=bool(stored(props, "jit_config")),
         pool=pool,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from ..github.releases import MINIMUM_VERSION, parse_version
 from ..github.url import parse_github_url
 from ..unknowns import is_unknown
 
@@ -62,6 +63,15 @@ def image_reference(value: Any) -> str | None:
     return f"{value!r} is not an image reference: use e.g. ghcr.io/actions/actions-runner:2.329.0"
 
 
+def optional(rule: Rule) -> Rule:
+    """The rule, or no value at all."""
+
+    def allowed(value: Any) -> str | None:
+        return None if value is None else rule(value)
+
+    return allowed
+
+
 def optional_timestamp(value: Any) -> str | None:
     """An RFC 3339 time with its zone, as GitHub's ``expires_at`` (a RegistrationToken's)."""
     if value is None:
@@ -85,6 +95,18 @@ def runner_group(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and value.strip() == value and 0 < len(value) <= 100):
         return None
     return f"{value!r} is not allowed: use the name of a runner group, 1 to 100 characters, or leave it out"
+
+
+def runner_version(value: Any) -> str | None:
+    """What an image contains: an actions/runner version GitHub registers."""
+    if value is None:
+        return None
+    parsed = parse_version(value) if isinstance(value, str) else None
+    if parsed is None:
+        return f"{value!r} is not a runner version: use MAJOR.MINOR.PATCH, as 2.337.0, or leave it out"
+    if parsed < parse_version(MINIMUM_VERSION):  # type: ignore[operator]
+        return f"{value} is not allowed: GitHub registers runners from {MINIMUM_VERSION} on"
+    return None
 
 
 def seconds_between(minimum: float, maximum: float) -> Rule:

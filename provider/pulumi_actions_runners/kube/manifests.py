@@ -14,9 +14,6 @@ from typing import Any
 
 from .pod_template import merge_template
 
-# The newest actions/runner release established (v2.336.0, July 2026): GitHub stops sending jobs to runners about
-# 30 days behind the newest, so this default moves with releases; a change of image rotates the runners.
-DEFAULT_IMAGE = "ghcr.io/actions/actions-runner:2.336.0"
 DIND_IMAGE = "docker:29.7.2-dind"  # docker:dind in August 2026, pinned: a pod template's dind container may change it
 TOKEN_KEY = "token"
 JIT_CONFIG_KEY = "jitconfig"

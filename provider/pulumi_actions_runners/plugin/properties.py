@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..kube.manifests import DEFAULT_IMAGE
-
 PACKAGE = "actions-runners"
 ANY = {"$ref": "pulumi.json#/Any"}
 
@@ -99,7 +97,18 @@ RUNNER_INPUTS = (
     Property("jit_config", BOOLEAN, "Just-in-time runners: GitHub makes each one's config; no token.", default=False),
     Property("labels", STRINGS, "The runners' labels; a change is made in place.", default=[]),
     Property("ephemeral", BOOLEAN, "A runner takes one job and ends (the default), or runs on.", default=True),
-    Property("image", STRING, "The runner image.", default=DEFAULT_IMAGE),
+    Property(
+        "image",
+        STRING,
+        "The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner"
+        ", learned from GitHub at each preview and update): a new release rotates them.",
+    ),
+    Property(
+        "runner_version",
+        STRING,
+        "The actions/runner version the image contains, for an image whose tag names none (a private build); as "
+        "output, the version the runners run.",
+    ),
     Property(
         "pod_template",
         ANY,
@@ -128,6 +137,13 @@ RUNNER_INPUTS = (
         "where a pipeline gives KUBECONFIG.",
     ),
 )
+RUNNER_RELEASE_OUTPUT = Property(
+    "runner_release",
+    {"type": "object", "additionalProperties": ANY},
+    "What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest "
+    "and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last "
+    "day of jobs, 30 days after the release that followed it).",
+)
 CLUSTER_OUTPUT = Property(
     "cluster",
     STRING,
@@ -145,6 +161,7 @@ RUNNER_OUTPUTS = (
     Property("pod_phase", STRING, "The pod's phase as the last refresh saw it."),
     Property("pod_problem", STRING, "Why the runner will not take a job, if a refresh saw a reason."),
     Property("labels_updated", STRING, "How the last label change was made: in place, or by replacement."),
+    RUNNER_RELEASE_OUTPUT,
     CLUSTER_OUTPUT,
 )
 POOL_RUNNER = {
@@ -200,6 +217,7 @@ POOL_OUTPUTS = (
     Property("spec_hash", STRING, "A hash of what its runners are made of."),
     Property("shape_hash", STRING, "The same, apart from labels."),
     Property("owner", STRING, "The resource's ownership id, on its pods and registrations."),
+    RUNNER_RELEASE_OUTPUT,
     CLUSTER_OUTPUT,
 )
 TOKEN_INPUTS = (

@@ -16,6 +16,7 @@ from pathlib import Path
 from . import PreviewUnreadable, Report, build_report, look_live, render
 from .live import LiveLookFailed
 from .phrase import shown
+from .versions import UNLISTED_SAMES, sames_unlisted
 
 NO_CHANGE, FAILED, CHANGES = 0, 1, 2
 FORMATS: dict[str, Callable[[Report], str]] = {
@@ -30,6 +31,10 @@ GATES: dict[str, tuple[Callable[[Report], bool], str]] = {
         "runners it takes down are running jobs now, or could not be looked up",
     ),
     "change": (lambda r: bool(r.changes), "runners, pools or tokens would change"),
+    "deprecated": (
+        lambda r: bool(r.deprecated),
+        "runners would run an actions/runner version GitHub stops sending jobs to (see the notes)",
+    ),
 }
 
 
@@ -78,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--github-host goes with --live")
     try:
         text = sys.stdin.read() if args.preview == "-" else Path(args.preview).read_text(encoding="utf-8")
-        report = build_report(json.loads(text), parallel=args.parallel)
+        preview = json.loads(text)
+        report = build_report(preview, parallel=args.parallel)
+        if "deprecated" in args.fail_on and sames_unlisted(preview):
+            report.notices.append(UNLISTED_SAMES)
         if args.live:
             look_live(report, args.github_host)
     except (OSError, ValueError, PreviewUnreadable, LiveLookFailed) as error:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
+from ..github.releases import RunnerRelease, deadline_of, version_of_image
 from ..inputs.runner import SETTINGS, SPEC_FIELDS, input_differs, runner_spec, stored
+from ..inputs.runner_version import effective_image
 from ..kube.pod_state import ENDED_PHASES
 from ..lifecycle.pool import PoolRunner, PoolSpec, max_unavailable_count, runner_index
 from ..plugin.properties import PACKAGE, core_names
@@ -502,6 +505,8 @@ def _why(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
         return Phrase("its pod is ", Value(str(old.get("pod_phase")).lower()), " (seen by refresh)")
     if key == "pod_template":
         return "pod template changed"
+    if key == "image":
+        return _image_why(old, new)
     if key == "labels":
         return Phrase("labels ", _labels(before), " -> ", _labels(after))
     if key == "runner_group":
@@ -512,6 +517,39 @@ def _why(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
             f"{word} turned {'on' if after else 'off'}" if not isinstance(after, Unknown) else f"{word}: not known yet"
         )
     return Phrase(Value(key), " ", _value(before), " -> ", _value(after))
+
+
+def _image_why(old: Mapping[str, Any], new: Mapping[str, Any]) -> Phrase:
+    """A tracked runner's new release, with the day the old one stops getting jobs; else the images."""
+    release = new.get("runner_release")
+    was = stored(old, "runner_version") or version_of_image(str(old.get("image") or ""))
+    now = new.get("runner_version")
+    if isinstance(release, Mapping) and release.get("tracking") and release.get("newest") == now and was != now:
+        published = str(release.get("newest_published_at") or "")[:10]
+        deadline = (release.get("deadlines") or {}).get(was) or _deadline_by_schedule(was, release.get("releases"))
+        until = (
+            Phrase(f" {'stopped' if _passed(deadline) else 'stops'} receiving jobs after {deadline[:10]}")
+            if isinstance(deadline, str)
+            else Phrase(" is behind it")
+        )
+        return Phrase("actions/runner ", Value(now), f" was released on {published}; ", Value(was or "?"), until)
+    return Phrase(Value("image"), " ", _value(effective_image(old)), " -> ", _value(effective_image(new)))
+
+
+def _deadline_by_schedule(version: str | None, schedule: Any) -> str | None:
+    """The replaced version's last day of jobs, from the releases Check recorded (see runner_version._facts)."""
+    if not version or not isinstance(schedule, list):
+        return None
+    try:
+        listed = tuple(RunnerRelease(str(v), str(at)) for v, at in schedule)
+        deadline = deadline_of(version, listed)
+    except (TypeError, ValueError):
+        return None
+    return deadline.strftime("%Y-%m-%dT%H:%M:%SZ") if deadline else None
+
+
+def _passed(moment: str | None) -> bool:
+    return isinstance(moment, str) and datetime.fromisoformat(moment.replace("Z", "+00:00")) <= datetime.now(UTC)
 
 
 def _settings_changed(old: Mapping[str, Any], new: Mapping[str, Any], extra: tuple[str, ...] = ()) -> list[str]:

@@ -12,6 +12,7 @@ from ..github.budget import GITHUB_WINDOW_SECONDS, content_creating_seconds, end
 from .phrase import Phrase, Value, joined
 from .plan import RUNNER, TOKEN, GitHubWrites, ResourceChange, plan_changes, runners_phrase
 from .upcoming import renewals_due
+from .versions import Deprecation, deprecations
 
 SCHEMA = "pulumi-actions-runners/preview-report"
 SCHEMA_VERSION = 1
@@ -38,6 +39,7 @@ class Report:
     parallel: int | None  # `pulumi up --parallel`, if the reader gave it: bounds the lone Runners replaced at once
     live: bool = False  # whether ``busy`` was looked up
     notices: list[str] = field(default_factory=list)  # what a reviewer should know beyond the changes
+    deprecated: list[Deprecation] = field(default_factory=list)  # runners kept on a version GitHub is dropping
 
     @property
     def totals(self) -> Totals:
@@ -143,6 +145,7 @@ class Report:
             },
             "live": {"busy": self.busy, "not_looked_up": self.not_looked_up} if self.live else None,
             "notices": list(self.notices),
+            "deprecated": [d.as_json() for d in self.deprecated],
             "resources": [
                 {
                     "type": c.kind,
@@ -175,7 +178,10 @@ def build_report(preview: Mapping[str, Any] | str, *, parallel: int | None = Non
     ``now`` (the clock's, unless given) judges which registration tokens fall due soon. PreviewUnreadable if it
     is not such output, or the preview failed."""
     parsed = json.loads(preview) if isinstance(preview, str) else preview
-    return Report(plan_changes(parsed), parallel, notices=renewals_due(parsed, time.time() if now is None else now))
+    now = time.time() if now is None else now
+    deprecated = deprecations(parsed)
+    notices = renewals_due(parsed, now) + [d.phrase(now) for d in deprecated]
+    return Report(plan_changes(parsed), parallel, notices=notices, deprecated=deprecated)
 
 
 def _writes_json(writes: GitHubWrites) -> dict[str, int]:

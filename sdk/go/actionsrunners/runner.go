@@ -34,7 +34,7 @@ type Runner struct {
 	GithubUrl pulumi.StringOutput `pulumi:"githubUrl"`
 	// How long an unregistered runner's pod is left before it is deleted.
 	GracePeriodSeconds pulumi.Float64PtrOutput `pulumi:"gracePeriodSeconds"`
-	// The runner image.
+	// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 	Image pulumi.StringPtrOutput `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrOutput `pulumi:"jitConfig"`
@@ -70,8 +70,12 @@ type Runner struct {
 	RunnerId pulumi.IntPtrOutput `pulumi:"runnerId"`
 	// The runner's name; else one made from the resource's name, project and stack.
 	RunnerName pulumi.StringPtrOutput `pulumi:"runnerName"`
+	// What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+	RunnerRelease pulumi.MapOutput `pulumi:"runnerRelease"`
 	// online or offline, as the last refresh saw it.
 	RunnerStatus pulumi.StringPtrOutput `pulumi:"runnerStatus"`
+	// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+	RunnerVersion pulumi.StringPtrOutput `pulumi:"runnerVersion"`
 	// The Secret its pod reads its registration from.
 	SecretName pulumi.StringPtrOutput `pulumi:"secretName"`
 	// A hash of the token the runner registered with (how a new token is seen).
@@ -101,9 +105,6 @@ func NewRunner(ctx *pulumi.Context,
 	}
 	if args.GracePeriodSeconds == nil {
 		args.GracePeriodSeconds = pulumi.Float64Ptr(30.0)
-	}
-	if args.Image == nil {
-		args.Image = pulumi.StringPtr("ghcr.io/actions/actions-runner:2.336.0")
 	}
 	if args.JitConfig == nil {
 		args.JitConfig = pulumi.BoolPtr(false)
@@ -178,7 +179,7 @@ type runnerArgs struct {
 	GithubUrl string `pulumi:"githubUrl"`
 	// How long an unregistered runner's pod is left before it is deleted.
 	GracePeriodSeconds *float64 `pulumi:"gracePeriodSeconds"`
-	// The runner image.
+	// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 	Image *string `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig *bool `pulumi:"jitConfig"`
@@ -200,6 +201,8 @@ type runnerArgs struct {
 	RunnerGroup *string `pulumi:"runnerGroup"`
 	// The runner's name; else one made from the resource's name, project and stack.
 	RunnerName *string `pulumi:"runnerName"`
+	// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+	RunnerVersion *string `pulumi:"runnerVersion"`
 	// How long a busy runner's job is waited for before the provider gives up (it never kills it).
 	UnregisterTimeoutSeconds *float64 `pulumi:"unregisterTimeoutSeconds"`
 }
@@ -222,7 +225,7 @@ type RunnerArgs struct {
 	GithubUrl pulumi.StringInput
 	// How long an unregistered runner's pod is left before it is deleted.
 	GracePeriodSeconds pulumi.Float64PtrInput
-	// The runner image.
+	// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 	Image pulumi.StringPtrInput
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrInput
@@ -244,6 +247,8 @@ type RunnerArgs struct {
 	RunnerGroup pulumi.StringPtrInput
 	// The runner's name; else one made from the resource's name, project and stack.
 	RunnerName pulumi.StringPtrInput
+	// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+	RunnerVersion pulumi.StringPtrInput
 	// How long a busy runner's job is waited for before the provider gives up (it never kills it).
 	UnregisterTimeoutSeconds pulumi.Float64PtrInput
 }
@@ -330,7 +335,7 @@ func (o RunnerOutput) GracePeriodSeconds() pulumi.Float64PtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.Float64PtrOutput { return v.GracePeriodSeconds }).(pulumi.Float64PtrOutput)
 }
 
-// The runner image.
+// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 func (o RunnerOutput) Image() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.StringPtrOutput { return v.Image }).(pulumi.StringPtrOutput)
 }
@@ -420,9 +425,19 @@ func (o RunnerOutput) RunnerName() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.StringPtrOutput { return v.RunnerName }).(pulumi.StringPtrOutput)
 }
 
+// What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+func (o RunnerOutput) RunnerRelease() pulumi.MapOutput {
+	return o.ApplyT(func(v *Runner) pulumi.MapOutput { return v.RunnerRelease }).(pulumi.MapOutput)
+}
+
 // online or offline, as the last refresh saw it.
 func (o RunnerOutput) RunnerStatus() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *Runner) pulumi.StringPtrOutput { return v.RunnerStatus }).(pulumi.StringPtrOutput)
+}
+
+// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+func (o RunnerOutput) RunnerVersion() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *Runner) pulumi.StringPtrOutput { return v.RunnerVersion }).(pulumi.StringPtrOutput)
 }
 
 // The Secret its pod reads its registration from.

@@ -36,7 +36,7 @@ type RunnerPool struct {
 	GithubUrl pulumi.StringOutput `pulumi:"githubUrl"`
 	// How long an unregistered runner's pod is left before it is deleted.
 	GracePeriodSeconds pulumi.Float64PtrOutput `pulumi:"gracePeriodSeconds"`
-	// The runner image.
+	// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 	Image pulumi.StringPtrOutput `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrOutput `pulumi:"jitConfig"`
@@ -72,6 +72,10 @@ type RunnerPool struct {
 	Replicas pulumi.IntOutput `pulumi:"replicas"`
 	// An organization's or enterprise's runner group.
 	RunnerGroup pulumi.StringPtrOutput `pulumi:"runnerGroup"`
+	// What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+	RunnerRelease pulumi.MapOutput `pulumi:"runnerRelease"`
+	// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+	RunnerVersion pulumi.StringPtrOutput `pulumi:"runnerVersion"`
 	// Each runner of the pool.
 	Runners PoolRunnerArrayOutput `pulumi:"runners"`
 	// The same, apart from labels.
@@ -108,9 +112,6 @@ func NewRunnerPool(ctx *pulumi.Context,
 	}
 	if args.GracePeriodSeconds == nil {
 		args.GracePeriodSeconds = pulumi.Float64Ptr(30.0)
-	}
-	if args.Image == nil {
-		args.Image = pulumi.StringPtr("ghcr.io/actions/actions-runner:2.336.0")
 	}
 	if args.JitConfig == nil {
 		args.JitConfig = pulumi.BoolPtr(false)
@@ -188,7 +189,7 @@ type runnerPoolArgs struct {
 	GithubUrl string `pulumi:"githubUrl"`
 	// How long an unregistered runner's pod is left before it is deleted.
 	GracePeriodSeconds *float64 `pulumi:"gracePeriodSeconds"`
-	// The runner image.
+	// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 	Image *string `pulumi:"image"`
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig *bool `pulumi:"jitConfig"`
@@ -216,6 +217,8 @@ type runnerPoolArgs struct {
 	Replicas int `pulumi:"replicas"`
 	// An organization's or enterprise's runner group.
 	RunnerGroup *string `pulumi:"runnerGroup"`
+	// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+	RunnerVersion *string `pulumi:"runnerVersion"`
 	// How long a busy runner's job is waited for before the provider gives up (it never kills it).
 	UnregisterTimeoutSeconds *float64 `pulumi:"unregisterTimeoutSeconds"`
 }
@@ -238,7 +241,7 @@ type RunnerPoolArgs struct {
 	GithubUrl pulumi.StringInput
 	// How long an unregistered runner's pod is left before it is deleted.
 	GracePeriodSeconds pulumi.Float64PtrInput
-	// The runner image.
+	// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 	Image pulumi.StringPtrInput
 	// Just-in-time runners: GitHub makes each one's config; no token.
 	JitConfig pulumi.BoolPtrInput
@@ -266,6 +269,8 @@ type RunnerPoolArgs struct {
 	Replicas pulumi.IntInput
 	// An organization's or enterprise's runner group.
 	RunnerGroup pulumi.StringPtrInput
+	// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+	RunnerVersion pulumi.StringPtrInput
 	// How long a busy runner's job is waited for before the provider gives up (it never kills it).
 	UnregisterTimeoutSeconds pulumi.Float64PtrInput
 }
@@ -357,7 +362,7 @@ func (o RunnerPoolOutput) GracePeriodSeconds() pulumi.Float64PtrOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.Float64PtrOutput { return v.GracePeriodSeconds }).(pulumi.Float64PtrOutput)
 }
 
-// The runner image.
+// The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
 func (o RunnerPoolOutput) Image() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.StringPtrOutput { return v.Image }).(pulumi.StringPtrOutput)
 }
@@ -445,6 +450,16 @@ func (o RunnerPoolOutput) Replicas() pulumi.IntOutput {
 // An organization's or enterprise's runner group.
 func (o RunnerPoolOutput) RunnerGroup() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *RunnerPool) pulumi.StringPtrOutput { return v.RunnerGroup }).(pulumi.StringPtrOutput)
+}
+
+// What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+func (o RunnerPoolOutput) RunnerRelease() pulumi.MapOutput {
+	return o.ApplyT(func(v *RunnerPool) pulumi.MapOutput { return v.RunnerRelease }).(pulumi.MapOutput)
+}
+
+// The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+func (o RunnerPoolOutput) RunnerVersion() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *RunnerPool) pulumi.StringPtrOutput { return v.RunnerVersion }).(pulumi.StringPtrOutput)
 }
 
 // Each runner of the pool.

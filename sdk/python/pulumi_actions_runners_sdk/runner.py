@@ -38,6 +38,7 @@ class RunnerArgs:
                  registration_token_expires_at: pulumi.Input[Optional[_builtins.str]] = None,
                  runner_group: pulumi.Input[Optional[_builtins.str]] = None,
                  runner_name: pulumi.Input[Optional[_builtins.str]] = None,
+                 runner_version: pulumi.Input[Optional[_builtins.str]] = None,
                  unregister_timeout_seconds: pulumi.Input[Optional[_builtins.float]] = None):
         """
         The set of arguments for constructing a Runner resource.
@@ -51,7 +52,7 @@ class RunnerArgs:
         :param pulumi.Input[_builtins.str] github_app_private_key: The App's private key (PEM).
         :param pulumi.Input[_builtins.str] github_token: A GitHub token allowed to manage the scope's self-hosted runners; else GITHUB_TOKEN in the environment.
         :param pulumi.Input[_builtins.float] grace_period_seconds: How long an unregistered runner's pod is left before it is deleted.
-        :param pulumi.Input[_builtins.str] image: The runner image.
+        :param pulumi.Input[_builtins.str] image: The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
         :param pulumi.Input[_builtins.bool] jit_config: Just-in-time runners: GitHub makes each one's config; no token.
         :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change is made in place.
@@ -61,6 +62,7 @@ class RunnerArgs:
         :param pulumi.Input[_builtins.str] registration_token_expires_at: The RegistrationToken's expiresAt: a runner that starts when its token is too old gets a fresh one.
         :param pulumi.Input[_builtins.str] runner_group: An organization's or enterprise's runner group.
         :param pulumi.Input[_builtins.str] runner_name: The runner's name; else one made from the resource's name, project and stack.
+        :param pulumi.Input[_builtins.str] runner_version: The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
         :param pulumi.Input[_builtins.float] unregister_timeout_seconds: How long a busy runner's job is waited for before the provider gives up (it never kills it).
         """
         pulumi.set(__self__, "github_url", github_url)
@@ -85,8 +87,6 @@ class RunnerArgs:
             grace_period_seconds = 30
         if grace_period_seconds is not None:
             pulumi.set(__self__, "grace_period_seconds", grace_period_seconds)
-        if image is None:
-            image = 'ghcr.io/actions/actions-runner:2.336.0'
         if image is not None:
             pulumi.set(__self__, "image", image)
         if jit_config is None:
@@ -111,6 +111,8 @@ class RunnerArgs:
             pulumi.set(__self__, "runner_group", runner_group)
         if runner_name is not None:
             pulumi.set(__self__, "runner_name", runner_name)
+        if runner_version is not None:
+            pulumi.set(__self__, "runner_version", runner_version)
         if unregister_timeout_seconds is None:
             unregister_timeout_seconds = 600
         if unregister_timeout_seconds is not None:
@@ -228,7 +230,7 @@ class RunnerArgs:
     @pulumi.getter
     def image(self) -> pulumi.Input[Optional[_builtins.str]]:
         """
-        The runner image.
+        The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
         """
         return pulumi.get(self, "image")
 
@@ -345,6 +347,18 @@ class RunnerArgs:
         pulumi.set(self, "runner_name", value)
 
     @_builtins.property
+    @pulumi.getter(name="runnerVersion")
+    def runner_version(self) -> pulumi.Input[Optional[_builtins.str]]:
+        """
+        The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+        """
+        return pulumi.get(self, "runner_version")
+
+    @runner_version.setter
+    def runner_version(self, value: pulumi.Input[Optional[_builtins.str]]):
+        pulumi.set(self, "runner_version", value)
+
+    @_builtins.property
     @pulumi.getter(name="unregisterTimeoutSeconds")
     def unregister_timeout_seconds(self) -> pulumi.Input[Optional[_builtins.float]]:
         """
@@ -382,6 +396,7 @@ class Runner(pulumi.CustomResource):
                  registration_token_expires_at: pulumi.Input[Optional[_builtins.str]] = None,
                  runner_group: pulumi.Input[Optional[_builtins.str]] = None,
                  runner_name: pulumi.Input[Optional[_builtins.str]] = None,
+                 runner_version: pulumi.Input[Optional[_builtins.str]] = None,
                  unregister_timeout_seconds: pulumi.Input[Optional[_builtins.float]] = None,
                  __props__=None):
         """
@@ -397,7 +412,7 @@ class Runner(pulumi.CustomResource):
         :param pulumi.Input[_builtins.str] github_token: A GitHub token allowed to manage the scope's self-hosted runners; else GITHUB_TOKEN in the environment.
         :param pulumi.Input[_builtins.str] github_url: Where the runners register: https://HOST/OWNER/REPO (a repository), https://HOST/ORG (an organization) or https://HOST/enterprises/ENTERPRISE.
         :param pulumi.Input[_builtins.float] grace_period_seconds: How long an unregistered runner's pod is left before it is deleted.
-        :param pulumi.Input[_builtins.str] image: The runner image.
+        :param pulumi.Input[_builtins.str] image: The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
         :param pulumi.Input[_builtins.bool] jit_config: Just-in-time runners: GitHub makes each one's config; no token.
         :param pulumi.Input[_builtins.str] kubeconfig: A kubeconfig file, used instead of KUBECONFIG; else KUBECONFIG, ~/.kube/config or in-cluster. Leave it out where a pipeline gives KUBECONFIG.
         :param pulumi.Input[Sequence[pulumi.Input[_builtins.str]]] labels: The runners' labels; a change is made in place.
@@ -408,6 +423,7 @@ class Runner(pulumi.CustomResource):
         :param pulumi.Input[_builtins.str] registration_token_expires_at: The RegistrationToken's expiresAt: a runner that starts when its token is too old gets a fresh one.
         :param pulumi.Input[_builtins.str] runner_group: An organization's or enterprise's runner group.
         :param pulumi.Input[_builtins.str] runner_name: The runner's name; else one made from the resource's name, project and stack.
+        :param pulumi.Input[_builtins.str] runner_version: The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
         :param pulumi.Input[_builtins.float] unregister_timeout_seconds: How long a busy runner's job is waited for before the provider gives up (it never kills it).
         """
         ...
@@ -453,6 +469,7 @@ class Runner(pulumi.CustomResource):
                  registration_token_expires_at: pulumi.Input[Optional[_builtins.str]] = None,
                  runner_group: pulumi.Input[Optional[_builtins.str]] = None,
                  runner_name: pulumi.Input[Optional[_builtins.str]] = None,
+                 runner_version: pulumi.Input[Optional[_builtins.str]] = None,
                  unregister_timeout_seconds: pulumi.Input[Optional[_builtins.float]] = None,
                  __props__=None):
         opts = pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
@@ -479,8 +496,6 @@ class Runner(pulumi.CustomResource):
             if grace_period_seconds is None:
                 grace_period_seconds = 30
             __props__.__dict__["grace_period_seconds"] = grace_period_seconds
-            if image is None:
-                image = 'ghcr.io/actions/actions-runner:2.336.0'
             __props__.__dict__["image"] = image
             if jit_config is None:
                 jit_config = False
@@ -498,6 +513,7 @@ class Runner(pulumi.CustomResource):
             __props__.__dict__["registration_token_expires_at"] = registration_token_expires_at
             __props__.__dict__["runner_group"] = runner_group
             __props__.__dict__["runner_name"] = runner_name
+            __props__.__dict__["runner_version"] = runner_version
             if unregister_timeout_seconds is None:
                 unregister_timeout_seconds = 600
             __props__.__dict__["unregister_timeout_seconds"] = unregister_timeout_seconds
@@ -509,6 +525,7 @@ class Runner(pulumi.CustomResource):
             __props__.__dict__["pod_problem"] = None
             __props__.__dict__["runner_busy"] = None
             __props__.__dict__["runner_id"] = None
+            __props__.__dict__["runner_release"] = None
             __props__.__dict__["runner_status"] = None
             __props__.__dict__["secret_name"] = None
             __props__.__dict__["token_hash"] = None
@@ -563,7 +580,9 @@ class Runner(pulumi.CustomResource):
         __props__.__dict__["runner_group"] = None
         __props__.__dict__["runner_id"] = None
         __props__.__dict__["runner_name"] = None
+        __props__.__dict__["runner_release"] = None
         __props__.__dict__["runner_status"] = None
+        __props__.__dict__["runner_version"] = None
         __props__.__dict__["secret_name"] = None
         __props__.__dict__["token_hash"] = None
         __props__.__dict__["unregister_timeout_seconds"] = None
@@ -645,7 +664,7 @@ class Runner(pulumi.CustomResource):
     @pulumi.getter
     def image(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
-        The runner image.
+        The runner image. Left out, the runners run the newest actions/runner release (ghcr.io/actions/actions-runner, learned from GitHub at each preview and update): a new release rotates them.
         """
         return pulumi.get(self, "image")
 
@@ -786,12 +805,28 @@ class Runner(pulumi.CustomResource):
         return pulumi.get(self, "runner_name")
 
     @_builtins.property
+    @pulumi.getter(name="runnerRelease")
+    def runner_release(self) -> pulumi.Output[Optional[Mapping[str, Any]]]:
+        """
+        What GitHub's release list said of the runner version at the last preview or update: tracking (no image), newest and newest_published_at (the newest release), learned (whether GitHub answered), deadlines (each version's last day of jobs, 30 days after the release that followed it).
+        """
+        return pulumi.get(self, "runner_release")
+
+    @_builtins.property
     @pulumi.getter(name="runnerStatus")
     def runner_status(self) -> pulumi.Output[Optional[_builtins.str]]:
         """
         online or offline, as the last refresh saw it.
         """
         return pulumi.get(self, "runner_status")
+
+    @_builtins.property
+    @pulumi.getter(name="runnerVersion")
+    def runner_version(self) -> pulumi.Output[Optional[_builtins.str]]:
+        """
+        The actions/runner version the image contains, for an image whose tag names none (a private build); as output, the version the runners run.
+        """
+        return pulumi.get(self, "runner_version")
 
     @_builtins.property
     @pulumi.getter(name="secretName")
