@@ -115,7 +115,7 @@ def test_preview_of_a_new_stack_accepts_the_unknown_token(sim) -> None:
 
 # Outputs as a Runner wrote them before jit_config existed: upgrading the package must not recreate it.
 OLD = {
-    "github_url": "https://github.com/octo-org/ci",
+    "github_url": "http://127.0.0.1:9/octo-org/ci",  # Check reads the release list there: refused at once, kept local
     "namespace": "ci",
     "runner_name": "runner-0",
     "labels": ["gpu", "linux"],

@@ -122,7 +122,8 @@ def test_a_pod_template_arrives_intact_on_the_runner_pod(sim) -> None:
         assert env[0] == "ACTIONS_RUNNER_INPUT_URL"  # the provider's come first, the template's after them
         assert env[-2:] == ["RUNNER_CACHE", "ACTIONS_RUNNER_HOOK_JOB_STARTED"]  # the image's hooks are the user's
         assert {"ACTIONS_RUNNER_INPUT_DISABLEUPDATE", "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"} <= set(env)
-        assert runner["image"] == Runner.__init__.__kwdefaults__["image"]
+        newest = ".".join(map(str, sim.github.releases.latest().version))
+        assert runner["image"] == f"ghcr.io/actions/actions-runner:{newest}"  # no image given: the newest release
         shipper = containers["log-shipper"]
         assert (shipper["image"], shipper["args"]) == ("busybox:1.36", ["tail", "-f", "/dev/null"])
         assert containers["warm-cache"]["command"] == ["true"]

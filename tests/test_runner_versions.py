@@ -19,7 +19,7 @@ from actions_runners_simulator.workspace import PulumiWorkspace
 from pulumi_actions_runners.github.releases import KNOWN_IMAGE, KNOWN_RELEASE
 from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.helpers import NAMESPACE, new_token, outputs, up_while_busy
-from tests.programs import token_and_pool
+from tests.programs import runner_with_token, token_and_pool
 from tests.test_cli_e2e import pool_outputs
 from tests.test_report import report
 
@@ -85,14 +85,17 @@ def test_a_pinned_image_behind_the_newest_is_warned_of_and_fails_a_gated_pipelin
     stack.run("config", "set", "image", "ghcr.io/actions/actions-runner:2.336.0")
     up = stack.run("up", "--yes")
     deadline = (datetime.now(UTC) - 10 * DAY + 30 * DAY).strftime("%Y-%m-%d")
-    warning = f"actions/runner 2.336.0, behind the newest release: GitHub stops sending it jobs after {deadline}"
+    warning = (
+        "a pinned image runs actions/runner 2.336.0, behind the newest release: GitHub stops sending it jobs after "
+        + deadline
+    )
     assert warning in up.stdout + up.stderr, up.stdout
     assert images(sim) == {"ghcr.io/actions/actions-runner:2.336.0"}
 
     recorded = stack.run("preview", "--json", "--show-sames").stdout  # unchanged resources too
     assert report("-", stdin=recorded).returncode == 0  # no change: the pin is the user's
     unseen = report("-", "--fail-on", "deprecated", stdin=stack.run("preview", "--json").stdout)
-    assert unseen.returncode == 0 and "--show-sames" in unseen.stdout, unseen.stdout  # the report says what it missed
+    assert unseen.returncode == 1 and "--show-sames" in unseen.stdout + unseen.stderr, unseen.stderr  # blind: fails
     gated = report("-", "--fail-on", "deprecated", stdin=recorded)
     assert gated.returncode == 1 and "GitHub stops sending it jobs after" in gated.stdout, gated.stdout
     document = json.loads(report("-", "--format", "json", stdin=recorded).stdout)
@@ -120,6 +123,9 @@ def test_a_release_list_github_will_not_give_keeps_the_state_s_version_and_says_
     [_, diagnostics] = output.split("Diagnostics:")  # the CLI shows each line as it comes, then once more here
     assert diagnostics.count("actions/runner's releases could not be read") == 1, output
     assert "keep 2.337.0" in output, output
+    recorded = stack.run("preview", "--json", "--show-sames").stdout  # a new process: it asks, and is refused
+    noted = report("-", stdin=recorded).stdout
+    assert "could not read GitHub's list" in noted and "may rotate its runners" in noted, noted
     sim.github.clear_faults()
     assert "RunnerPool pool update" in stack.run("preview").stdout  # answered again: the rotation shows
 
@@ -167,4 +173,21 @@ def test_a_refilling_pool_rolls_to_a_new_job_for_a_new_release(sim: Simulator) -
         assert outputs(engine, "pool")["job"] == "pool-j2"
         wait_until(lambda: images(sim) == {"ghcr.io/actions/actions-runner:2.338.0"}, "the new Job's pods only")
         assert sim.runners.jobs_killed == []
+        engine.destroy()
+
+
+def test_a_replacement_checked_without_its_old_inputs_keeps_the_recorded_version_when_github_cannot_be_asked(
+    sim: Simulator,
+) -> None:
+    """The engine checks a replacement anew with no old inputs: with GitHub's list refused, the new runner keeps
+    the version this process saw recorded, not the provider's older KNOWN_RELEASE."""
+    with MiniEngine(ROOT) as engine:
+        engine.up(runner_with_token(sim, new_token(sim)))
+        assert images(sim) == {"ghcr.io/actions/actions-runner:2.337.0"}
+        sim.github.fail_next(503, count=50, method="GET", path_regex=RELEASES)
+        engine.new_provider_process()
+        [step] = [s for s in engine.up(runner_with_token(sim, new_token(sim))) if s.name == "runner"]
+        assert step.op == "replace", step  # a new token
+        wait_until(lambda: len(sim.kube.pods(NAMESPACE)) == 1, "the old pod gone")
+        assert images(sim) == {"ghcr.io/actions/actions-runner:2.337.0"}, images(sim)
         engine.destroy()

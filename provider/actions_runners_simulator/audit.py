@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulumi_actions_runners.inputs.runner import runner_spec
+from pulumi_actions_runners.inputs.runner_version import effective_image
 from pulumi_actions_runners.kube.manifests import (
     JOB_LABEL,
     MANAGED_BY,
@@ -81,7 +82,7 @@ def state_runners(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> li
                     outputs["secret_name"],
                     outputs.get("token_hash"),
                     runner_spec(dict(outputs), outputs["runner_name"]).spec_hash,
-                    outputs["image"],
+                    effective_image(outputs),
                 )
             )
         elif type_.endswith(":RunnerPool") and outputs.get("refill") is not True:
@@ -96,7 +97,7 @@ def state_runners(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> li
                         f"{runner['name']}-registration",
                         runner.get("token_hash"),
                         runner.get("spec_hash"),
-                        outputs["image"],
+                        effective_image(outputs),
                     )
                 )
     return runners
@@ -109,7 +110,7 @@ def refilling_pools(resources: Iterable[tuple[str, str, Mapping[str, Any]]]) -> 
             outputs["pool_name"],
             outputs.get("job"),
             int(outputs["replicas"]),
-            outputs["image"],
+            effective_image(outputs),
             outputs.get("spec_hash"),
         )
         for type_, name, outputs in resources

@@ -369,6 +369,11 @@ class MiniEngine:
             self._record(run, Step("same", urn))
             return old.id, _for_program(old.outputs, old.secret_outputs)
         if diff.replaces:
+            # As the engine does (pkg/resource/deploy/step_generator.go): a replacement is a new resource, checked
+            # anew without the old inputs.
+            inputs, failures = self.provider.check(urn, {}, news)
+            if failures:
+                raise CheckFailed(urn, failures)
             self._record(run, Step("replace", urn, tuple(diff.replaces)))
             if run.preview:
                 return old.id, _for_program(_known(inputs), secret_outputs)

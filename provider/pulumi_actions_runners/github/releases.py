@@ -70,7 +70,8 @@ class RunnerReleases:
 
     @property
     def newest(self) -> RunnerRelease | None:
-        return self.listed[0] if self.listed else None
+        """The highest version: a late patch of an older line, published after it, is not what runners move to."""
+        return max(self.listed, key=lambda r: parse_version(r.version) or (), default=None)
 
     def deadline(self, version: str) -> datetime | None:
         """When GitHub stops (or stopped) sending jobs to ``version``: 30 days after the first release after it;

@@ -38,8 +38,19 @@ RULES: dict[str, validation.Rule] = {
     "docker": validation.boolean,
     "runner_group": validation.runner_group,
 }
-# What a runner's pod and registration are made of: a change recreates the runner.
-SPEC_FIELDS = ("github_url", "labels", "ephemeral", "image", "jit_config", "pod_template", "docker", "runner_group")
+# What a runner's pod and registration are made of: a change recreates the runner. The image and the runner
+# version settle one image between them, which is what Diff compares (see input_differs).
+SPEC_FIELDS = (
+    "github_url",
+    "labels",
+    "ephemeral",
+    "image",
+    "runner_version",
+    "jit_config",
+    "pod_template",
+    "docker",
+    "runner_group",
+)
 # These only steer how the provider works, so they change in place.
 SETTINGS = (
     "grace_period_seconds",
@@ -50,9 +61,9 @@ SETTINGS = (
     "kubeconfig",
 )
 # Not compared by Diff: ``owner`` is recorded as the runner was made (its registration carries it), the token's
-# expiry changes only with the token, whose hash Diff compares already, and the runner version and what GitHub
-# says of it (runner_version.py) act through the image they settle, which Diff compares.
-UNDIFFED = ("owner", "registration_token_expires_at", "runner_version", "runner_release")
+# expiry changes only with the token, whose hash Diff compares already, and what GitHub says of the runner version
+# (runner_version.py) is for the report.
+UNDIFFED = ("owner", "registration_token_expires_at", "runner_release")
 # Inputs added after the first release: a state written before them holds none, which means the default.
 LATER_DEFAULTS: dict[str, Any] = {
     "jit_config": False,
@@ -77,6 +88,8 @@ def input_differs(olds: dict[str, Any], news: dict[str, Any], key: str) -> bool:
         return template_json(old) != template_json(new)
     if key == "image":  # what the pods run, given or tracked: 0.2.0's default image is the tracked 2.336.0's
         return validation.differs(effective_image(olds), effective_image(news))
+    if key == "runner_version":  # it changes nothing the image does not
+        return False
     return validation.differs(old, new)
 
 

@@ -1,29 +1,28 @@
 """Which actions/runner version a Runner's or RunnerPool's runners run, settled by Check: the one its ``image``
 names (or ``runner_version`` says it contains), or, with no image, the newest release, which is tracked.
 
-The newest release is a look-up (`runner_releases`, the provider function getRunnerRelease): GitHub's release
-list, read once per process from the GitHub the resource talks to. The engine starts the provider once per
-preview or update, so a preview sees a new release without a refresh, and Diff, which compares the settled
-versions, calls nothing. When GitHub cannot be asked, the version the state records stays (a first create takes
-the provider's own KNOWN_RELEASE), and the preview says so once.
+The newest release is a look-up (`runner_releases`): GitHub's release list, read once per provider process from
+the GitHub the resource talks to, with its credential. The engine starts the provider once per preview or
+update, so a preview sees a new release without a refresh, and Diff, which compares the settled versions,
+calls nothing. When GitHub cannot be asked, the version the state records stays (a replacement, which the engine
+checks anew without its old inputs, takes the newest this process has seen recorded; a first create takes the
+provider's own KNOWN_RELEASE), and the preview says so once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..github.app import InstallationTokens
+from ..github.auth import APP_INPUTS
 from ..github.client import GitHubClient, GitHubError
-from ..github.credentials import InvalidCredential
-from ..github.releases import (
-    KNOWN_RELEASE,
-    RunnerReleases,
-    image_of,
-    version_of_image,
-)
+from ..github.credentials import GITHUB_TOKEN_INPUT, InvalidCredential
+from ..github.releases import KNOWN_RELEASE, RunnerReleases, image_of, parse_version, version_of_image
 from ..unknowns import is_unknown
 from .connections import Endpoint
 
@@ -36,29 +35,42 @@ SCHEDULE_LENGTH = 12  # releases recorded with a resource's inputs: a year of th
 
 @dataclass(frozen=True)
 class Learned:
-    """GitHub's release list for one API, or why it could not be read."""
+    """GitHub's release list for one API and credential, or why it could not be read."""
 
     releases: RunnerReleases | None
     failure: str | None = None
 
 
-_learned: dict[str, Learned] = {}
+_learned: dict[tuple[str, str], Learned] = {}
+_asking: dict[tuple[str, str], threading.Lock] = {}  # one look-up at a time per API and credential
+_recorded: dict[str, tuple[int, ...]] = {}  # per API: the newest version a Check of this process saw recorded
 _said: set[str] = set()
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards the dicts above, never held across a call
 
 
 def runner_releases(endpoint: Endpoint) -> Learned:
-    """actions/runner's releases as the resource's GitHub lists them: asked once per process and API."""
-    api_url = endpoint.target.api_url
-    with _lock:  # one call per process even when the engine checks a hundred resources at once
-        if api_url not in _learned:
-            _learned[api_url] = _ask(endpoint)
-        return _learned[api_url]
-
-
-def _ask(endpoint: Endpoint) -> Learned:
+    """actions/runner's releases as the resource's GitHub lists them: asked once per process, API and credential
+    (a credential that cannot be used is said, not asked with, nor remembered)."""
     try:
         credential = endpoint.credential()
+    except InvalidCredential as error:
+        return Learned(None, str(error))
+    identity = credential if isinstance(credential, str) else credential.budget_key
+    key = (endpoint.target.api_url, hashlib.sha256(identity.encode()).hexdigest())
+    with _lock:
+        asking = _asking.setdefault(key, threading.Lock())
+    with asking:  # a hundred resources checked at once make one call
+        with _lock:
+            if key in _learned:
+                return _learned[key]
+        learned = _ask(endpoint, credential)
+        with _lock:
+            _learned[key] = learned
+        return learned
+
+
+def _ask(endpoint: Endpoint, credential: str | InstallationTokens) -> Learned:
+    try:
         with GitHubClient(
             endpoint.target,
             credential,
@@ -82,30 +94,44 @@ def say_once(key: str, message: str, *args: object, warning: bool = False) -> No
     (log.warning if warning else log.info)(message, *args)
 
 
+def _remember(api_url: str, version: str | None) -> str | None:
+    """The newest version recorded in a state this process has checked for this API, ``version`` included."""
+    parsed = parse_version(version) if version else None
+    with _lock:
+        if parsed is not None and parsed > _recorded.get(api_url, ()):
+            _recorded[api_url] = parsed
+        seen = _recorded.get(api_url)
+    return ".".join(map(str, seen)) if seen else None
+
+
 def settle(olds: dict[str, Any], inputs: dict[str, Any]) -> None:
     """Record in ``inputs`` the version the runners will run (``runner_version``) and what GitHub says of it
     (``runner_release``: the newest release, its day, and each version's last day of jobs). Inputs already
-    checked; with no image the version is the newest release's, else the image's (or the one given)."""
+    checked; with no image the version is the newest release's, else the image's (or the one given). Nothing
+    is settled while an input it needs is unknown (a preview before a credential or URL is made)."""
     image, given = inputs.get("image"), inputs.get("runner_version")
-    if is_unknown(image) or is_unknown(given) or is_unknown(inputs.get("github_url")):
+    needed = (image, given, inputs.get("github_url"), inputs.get(GITHUB_TOKEN_INPUT), *map(inputs.get, APP_INPUTS))
+    if any(map(is_unknown, needed)):
         return
+    endpoint = Endpoint.of(inputs)
     recorded = olds.get("runner_version") or version_of_image(olds.get("image") or "")
-    learned = runner_releases(Endpoint.of(inputs))
+    fallback = _remember(endpoint.target.api_url, recorded) if image is None and given is None else recorded
+    learned = runner_releases(endpoint)
     releases = learned.releases
     if learned.failure is not None:
         say_once(
-            f"failed:{Endpoint.of(inputs).target.api_url}",
+            f"failed:{endpoint.target.api_url}",
             "actions/runner's releases could not be read from %s (%s): %s",
-            Endpoint.of(inputs).target.api_url,
+            endpoint.target.api_url,
             learned.failure,
-            f"the runners that track the newest release keep {recorded}"
-            if recorded
+            f"the runners that track the newest release keep {recorded or fallback}"
+            if recorded or fallback
             else f"new runners that track the newest release get {KNOWN_RELEASE.version}, the provider's own",
             warning=True,
         )
     if image is None and given is None:
         newest = releases.newest if releases is not None else None
-        version = newest.version if newest is not None else recorded or KNOWN_RELEASE.version
+        version = newest.version if newest is not None else recorded or fallback or KNOWN_RELEASE.version
         inputs["runner_version"] = version
         inputs["runner_release"] = _facts(releases, version, recorded, tracking=True)
         if newest is not None and recorded and recorded != version:
@@ -124,10 +150,9 @@ def settle(olds: dict[str, Any], inputs: dict[str, Any]) -> None:
     inputs["runner_version"] = version
     inputs["runner_release"] = _facts(releases, version, recorded, tracking=False)
     if version is not None and releases is not None and (deadline := releases.deadline(version)) is not None:
-        say_once(
-            f"pinned:{image}:{version}",
-            "the image %s runs actions/runner %s, behind the newest release: %s",
-            image or image_of(version),
+        say_once(  # the version only: an image may be a secret input, and is nobody's business in a log
+            f"pinned:{version}",
+            "a pinned image runs actions/runner %s, behind the newest release: %s",
             version,
             _deadline_words(deadline),
             warning=True,

@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         text = sys.stdin.read() if args.preview == "-" else Path(args.preview).read_text(encoding="utf-8")
         preview = json.loads(text)
         report = build_report(preview, parallel=args.parallel)
-        if "deprecated" in args.fail_on and sames_unlisted(preview):
+        blind = "deprecated" in args.fail_on and sames_unlisted(preview)
+        if blind:
             report.notices.append(UNLISTED_SAMES)
         if args.live:
             look_live(report, args.github_host)
@@ -97,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         return FAILED
     sys.stdout.write(FORMATS[args.format](report))
     failed = [GATES[gate][1] for gate in args.fail_on if GATES[gate][0](report)]
+    if blind:  # a gate that cannot see what it guards fails, rather than pass a pinned image it never saw
+        failed.append(
+            "--fail-on deprecated needs `pulumi preview --json --show-sames`: unchanged resources are unlisted"
+        )
     for why in failed:
         print(f"report: failing, as --fail-on asks: {why}", file=sys.stderr)
     if failed:

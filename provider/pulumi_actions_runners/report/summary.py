@@ -12,7 +12,7 @@ from ..github.budget import GITHUB_WINDOW_SECONDS, content_creating_seconds, end
 from .phrase import Phrase, Value, joined
 from .plan import RUNNER, TOKEN, GitHubWrites, ResourceChange, plan_changes, runners_phrase
 from .upcoming import renewals_due
-from .versions import Deprecation, deprecations
+from .versions import Deprecation, deprecations, unread
 
 SCHEMA = "pulumi-actions-runners/preview-report"
 SCHEMA_VERSION = 1
@@ -180,7 +180,7 @@ def build_report(preview: Mapping[str, Any] | str, *, parallel: int | None = Non
     parsed = json.loads(preview) if isinstance(preview, str) else preview
     now = time.time() if now is None else now
     deprecated = deprecations(parsed)
-    notices = renewals_due(parsed, now) + [d.phrase(now) for d in deprecated]
+    notices = renewals_due(parsed, now) + [d.phrase(now) for d in deprecated] + unread(parsed)
     return Report(plan_changes(parsed), parallel, notices=notices, deprecated=deprecated)
 
 

@@ -69,6 +69,26 @@ def deprecations(preview: Mapping[str, Any]) -> list[Deprecation]:
     return found
 
 
+def unread(preview: Mapping[str, Any]) -> list[Phrase]:
+    """A note per resource tracking the newest release whose Check could not read GitHub's list: this preview
+    kept its version, and the update, which reads the list again, may rotate its runners."""
+    notes = []
+    for step in read_steps(preview):
+        if our_kind(step) not in (RUNNER, POOL) or step.get("op") == "delete":
+            continue
+        release = step_state(step, "newState").get("runner_release")
+        if isinstance(release, Mapping) and release.get("tracking") is True and release.get("learned") is False:
+            notes.append(
+                Phrase(
+                    f"{our_kind(step)} ",
+                    Value(resource_name(step["urn"])),
+                    " tracks the newest actions/runner release, but its preview could not read GitHub's list (see "
+                    "the preview's warning): the update reads it again, and may rotate its runners",
+                )
+            )
+    return notes
+
+
 UNLISTED_SAMES = (
     "the preview lists none of the resources it keeps unchanged (`pulumi preview --json --show-sames` does): the "
     "runner versions they run were not checked"
