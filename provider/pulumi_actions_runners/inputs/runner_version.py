@@ -196,9 +196,7 @@ def _receiving_until(deadline: datetime | None) -> str:
     return f"{'stopped' if deadline <= datetime.now(UTC) else 'stops'} receiving jobs after {_day(deadline)}"
 
 
-def _deadline_words(deadline: datetime | None) -> str:
-    if deadline is None:
-        return "is the newest release GitHub lists"
+def _deadline_words(deadline: datetime) -> str:
     tense = "stopped" if deadline <= datetime.now(UTC) else "stops"
     return f"GitHub {tense} sending it jobs after {_day(deadline)}"
 
