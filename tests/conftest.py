@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from actions_runners_simulator.engine import MiniEngine
-from actions_runners_simulator.github_double import LISTING_ORDERS
+from actions_runners_simulator.github_double import LISTING_ORDERS, GitHubDouble
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.tools import tool_dirs
@@ -151,6 +151,14 @@ def yaml_dir() -> Path:
 def plugin_dir() -> Path:
     """The folder with pulumi-resource-kubernetes, for programs/runners' own Namespace."""
     return tool_dirs("pulumi-kubernetes")["pulumi-kubernetes"]
+
+
+@pytest.fixture
+def github() -> Iterator[GitHubDouble]:
+    """A GitHub double of its own, on loopback: the double's contract tests and its version policy's."""
+    double = GitHubDouble().start()
+    yield double
+    double.stop()
 
 
 @pytest.fixture(scope="session")

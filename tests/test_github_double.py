@@ -114,13 +114,6 @@ def wait_for(condition: Callable[[], bool], timeout: float = 3.0) -> bool:
     return True
 
 
-@pytest.fixture
-def github():
-    double = GitHubDouble().start()
-    yield double
-    double.stop()
-
-
 def call(double: GitHubDouble, method: str, path: str, *, credential: str = CREDENTIAL, **kwargs) -> requests.Response:
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
     if credential:

@@ -4,7 +4,6 @@ on simulated runners: no registration below 2.329.0, no jobs 30 days after a new
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,13 +18,6 @@ from tests.test_github_double import call, config_url, registration_token, wait_
 from tests.test_simulator_settings import Serve, environment, run
 
 DAY = timedelta(days=1)
-
-
-@pytest.fixture
-def github() -> Iterator[GitHubDouble]:
-    double = GitHubDouble().start()
-    yield double
-    double.stop()
 
 
 def test_the_newest_release_and_the_list_are_public_and_follow_what_is_published(github: GitHubDouble) -> None:

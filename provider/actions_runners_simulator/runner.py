@@ -61,17 +61,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pulumi_actions_runners.github.releases import version_of_image
 from pulumi_actions_runners.kube.manifests import DOCKER_HOST, DOCKER_WAIT_SECONDS, VERSION_DEPRECATED_EXIT_CODE
 
 from .github_double import GitHubDouble, RegistrationRefused, SessionOutcome
 from .kubelet import PodProcess
+from .runner_releases import JOBS_AFTER_NEWER_RELEASE, Release
 
 INPUT = "ACTIONS_RUNNER_INPUT_"  # the runner image's own convention for its command-line arguments
 RETURN_DEPRECATED = "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"
 TRAP_SIGNALS = "RUNNER_MANUALLY_TRAP_SIG"  # set to 1 by the image (images/Dockerfile:42); a pod may clear it
 SIGTERM_EXIT, SIGKILL_EXIT = 143, 137
 SESSION_CONFLICT = "A session for this runner already exists."
-_VERSION_TAG = re.compile(r":v?(\d+)\.(\d+)\.(\d+)$")
 _TERM_TRAP = re.compile(r"^\s*trap\s+\S.*\s(TERM|SIGTERM)\b", re.MULTILINE)
 # Where PID 1, the provider's shell, spends its time before it execs run.sh: the lines each phase runs.
 _DOCKER_WAIT_LINE = "until [ -S"
@@ -116,9 +117,9 @@ def run_sh_exit(listener_code: int, env: Mapping[str, str]) -> int | None:
 
 
 def image_version(image: str) -> str | None:
-    """The runner version an image tag names (ghcr.io/actions/actions-runner:2.336.0), if it names one."""
-    match = _VERSION_TAG.search(image)
-    return ".".join(match.groups()) if match else None
+    """The runner version an image tag names (ghcr.io/actions/actions-runner:2.336.0), if it names one: read as
+    the provider reads it, so that the runner and the provider agree on which version a pod runs."""
+    return version_of_image(image)
 
 
 def _is_dockerd(image: str) -> bool:
@@ -252,14 +253,13 @@ class SimulatedRunners:
 
     # --- what tests stage -----------------------------------------------------------------------------
 
-    def _releases_changed(self) -> None:
-        """A release was published: GitHub refuses jobs to the versions it deprecates, from now or from their
-        deadline on (a timer each: late, never early; what it finds is judged against the release list)."""
+    def _releases_changed(self, release: Release) -> None:
+        """A release was published: GitHub refuses jobs to the versions before it, from now or from its deadline
+        on (a timer: late, never early; what it finds is judged against the release list)."""
         self._exit_idle_if_deprecated()
-        now = datetime.now(UTC)
-        for deadline in self._github.releases.deadlines():
-            if deadline > now:
-                _after((deadline - now).total_seconds(), self._exit_idle_if_deprecated)
+        wait = (release.published_at + JOBS_AFTER_NEWER_RELEASE - datetime.now(UTC)).total_seconds()
+        if wait > 0:
+            _after(wait, self._exit_idle_if_deprecated)
 
     def _exit_idle_if_deprecated(self) -> None:
         """Idle runners of a refused version exit now; busy ones do after their job (`_after_job`)."""

@@ -103,7 +103,7 @@ class RunnerReleases:
         """``releases``: (version, published_at) pairs; None for DEFAULT_RELEASE."""
         self._lock = threading.Lock()
         self._releases: list[Release] = []
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[Release], None]] = []
         if releases is None:
             self.publish(DEFAULT_RELEASE, datetime.now(UTC) - DEFAULT_RELEASE_AGE)
         for version, published_at in releases or ():
@@ -122,10 +122,10 @@ class RunnerReleases:
             self._releases.append(release)
             listeners = list(self._listeners)
         for listener in listeners:
-            listener()
+            listener(release)
         return release
 
-    def on_publish(self, listener: Callable[[], None]) -> None:
+    def on_publish(self, listener: Callable[[Release], None]) -> None:
         with self._lock:
             self._listeners.append(listener)
 
@@ -141,10 +141,6 @@ class RunnerReleases:
         """When GitHub stops (or stopped) sending jobs to ``version``: 30 days after the first newer release."""
         newer = [r.published_at for r in self.newest_first() if r.version > version]
         return min(newer) + JOBS_AFTER_NEWER_RELEASE if newer else None
-
-    def deadlines(self) -> list[datetime]:
-        """Every moment at which GitHub stops sending jobs to the versions before a release."""
-        return [release.published_at + JOBS_AFTER_NEWER_RELEASE for release in self.newest_first()]
 
     def refuses_jobs(self, version: Version, now: datetime | None = None) -> bool:
         deadline = self.deadline(version)
