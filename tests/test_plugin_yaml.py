@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,29 @@ def test_the_plugin_runs_from_source_as_a_programs_pulumi_yaml_names_it(
         assert "3 created" in up and "warning" not in up, up
         assert len([r for r in sim.github.runners() if r["status"] == "online"]) == 1
         ws.run("destroy", "--yes")
+
+
+def test_a_program_reads_the_newest_runner_release_and_a_pinned_version_s_deadline_through_the_function(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator
+) -> None:
+    """getRunnerRelease, invoked by Pulumi YAML through the engine: GitHub's newest release and 2.336.0's last day
+    of jobs; an argument Check would refuse comes back as a failure naming it, as the engine shows it."""
+    published = datetime.now(UTC) - timedelta(days=3)
+    sim.github.releases.publish("2.337.0", published)
+    with workspace(ROOT / "tests" / "projects" / "yaml-release", cli_dir, yaml_dir, sim) as ws:
+        ws.new_stack(config={"githubUrl": sim.repo_url}, secrets={"githubToken": sim.credential})
+        ws.run("up", "--yes")
+        got = json.loads(ws.run("stack", "output", "--json", "--show-secrets").stdout)  # secret, as the token is
+        deadline = (published + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        assert got == {
+            "newest": "2.337.0",
+            "publishedAt": published.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "image": "ghcr.io/actions/actions-runner:2.337.0",
+            "pinnedDeadline": deadline,
+            "pinnedReceivingJobs": True,
+        }, got
+        ws.run("config", "set", "pinned", "2.300.0")
+        refused = ws.run("preview", check=False)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "runnerVersion" in output and "from 2.329.0 on" in output, output
+    assert "Traceback" not in output and sim.credential not in output

@@ -58,6 +58,7 @@ def test_a_pool_tracks_the_newest_release_and_a_new_one_rotates_it_with_its_dead
     stack.run("up", "--yes")
     assert images(sim) == {"ghcr.io/actions/actions-runner:2.337.0"}
     assert pool_outputs(stack)["runner_version"] == "2.337.0"
+    assert [r["runner_version"] for r in pool_outputs(stack)["runners"]] == ["2.337.0"] * 2  # each runner's
     looked = sim.github.calls("GET", RELEASES)
     assert looked and len(looked) <= 2, looked  # once per process: the up's preview, and its update
 
@@ -77,6 +78,7 @@ def test_a_pool_tracks_the_newest_release_and_a_new_one_rotates_it_with_its_dead
     up_while_busy(stack, sim, busy["name"], int(busy["id"]))
     assert images(sim) == {"ghcr.io/actions/actions-runner:2.338.0"}
     assert pool_outputs(stack)["runner_version"] == "2.338.0" and sim.runners.jobs_killed == []
+    assert [r["runner_version"] for r in pool_outputs(stack)["runners"]] == ["2.338.0"] * 2
 
 
 def test_a_pinned_image_behind_the_newest_is_warned_of_and_fails_a_gated_pipeline(
@@ -173,6 +175,8 @@ def test_a_refilling_pool_rolls_to_a_new_job_for_a_new_release(sim: Simulator) -
         assert outputs(engine, "pool")["job"] == "pool-j2"
         wait_until(lambda: images(sim) == {"ghcr.io/actions/actions-runner:2.338.0"}, "the new Job's pods only")
         assert sim.runners.jobs_killed == []
+        engine.refresh()  # each runner's version, as its pod's image names it
+        assert [r["runner_version"] for r in outputs(engine, "pool")["runners"]] == ["2.338.0"] * 2
         engine.destroy()
 
 
@@ -190,4 +194,20 @@ def test_a_replacement_checked_without_its_old_inputs_keeps_the_recorded_version
         assert step.op == "replace", step  # a new token
         wait_until(lambda: len(sim.kube.pods(NAMESPACE)) == 1, "the old pod gone")
         assert images(sim) == {"ghcr.io/actions/actions-runner:2.337.0"}, images(sim)
+        engine.destroy()
+
+
+def test_a_runner_whose_pinned_image_is_the_tracked_one_moves_to_tracking_and_records_it_at_its_next_update(
+    sim: Simulator,
+) -> None:
+    """As a 0.2.0 stack's Runner does (its default image was written as its input): the program drops the image,
+    which is the newest release's, so nothing is replaced; the next update records the tracked version."""
+    token = new_token(sim)
+    with MiniEngine(ROOT) as engine:
+        engine.up(runner_with_token(sim, token, image="ghcr.io/actions/actions-runner:2.337.0"))
+        [step] = [s for s in engine.up(runner_with_token(sim, token, grace_period_seconds=1)) if s.name == "runner"]
+        assert step.op == "update", step  # the same image: a setting changed, no replacement
+        recorded = outputs(engine, "runner")
+        assert (recorded.get("image"), recorded["runner_version"]) == (None, "2.337.0"), recorded
+        assert recorded["runner_release"]["tracking"] is True
         engine.destroy()

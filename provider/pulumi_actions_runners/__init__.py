@@ -2,7 +2,16 @@
 
 from importlib.metadata import version
 
+from .functions import GetRunnerReleaseResult, get_runner_release, get_runner_release_output
 from .resources import RegistrationToken, Runner, RunnerPool, RunnerPoolNotConverged
 
 __version__ = version("pulumi-actions-runners")
-__all__ = ["RegistrationToken", "Runner", "RunnerPool", "RunnerPoolNotConverged"]
+__all__ = [
+    "GetRunnerReleaseResult",
+    "RegistrationToken",
+    "Runner",
+    "RunnerPool",
+    "RunnerPoolNotConverged",
+    "get_runner_release",
+    "get_runner_release_output",
+]

@@ -5,6 +5,11 @@ import * as pulumi from "@pulumi/pulumi";
 import * as utilities from "./utilities";
 
 // Export members:
+export { GetRunnerReleaseArgs, GetRunnerReleaseResult, GetRunnerReleaseOutputArgs } from "./getRunnerRelease";
+export const getRunnerRelease: typeof import("./getRunnerRelease").getRunnerRelease = null as any;
+export const getRunnerReleaseOutput: typeof import("./getRunnerRelease").getRunnerReleaseOutput = null as any;
+utilities.lazyLoad(exports, ["getRunnerRelease","getRunnerReleaseOutput"], () => require("./getRunnerRelease"));
+
 export { ProviderArgs } from "./provider";
 export type Provider = import("./provider").Provider;
 export const Provider: typeof import("./provider").Provider = null as any;

@@ -19,11 +19,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..github.app import InstallationTokens
-from ..github.auth import APP_INPUTS
+from ..github.auth import APP_INPUTS, auth_failures
 from ..github.client import GitHubClient, GitHubError
 from ..github.credentials import GITHUB_TOKEN_INPUT, InvalidCredential
 from ..github.releases import KNOWN_RELEASE, RunnerReleases, image_of, parse_version, version_of_image
 from ..unknowns import is_unknown
+from . import validation
 from .connections import Endpoint
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,69 @@ def _ask(endpoint: Endpoint, credential: str | InstallationTokens) -> Learned:
         return Learned(None, str(error))
     except Exception as error:  # requests' own errors, a malformed answer: the state's version stays
         return Learned(None, f"{type(error).__name__}: {error}")
+
+
+QUERY_RULES = {"github_url": validation.github_url, "runner_version": validation.runner_version}
+
+
+@dataclass(frozen=True)
+class ReleaseQuery:
+    """What the getRunnerRelease function is asked, converted once at its front door: the GitHub to ask, with
+    which credential, and (optionally) the version whose deadline is wanted."""
+
+    endpoint: Endpoint
+    runner_version: str | None = None
+
+    @classmethod
+    def of(cls, args: dict[str, Any]) -> ReleaseQuery:
+        """``args`` named as the resources' inputs; ValueError names each input that breaks its rule."""
+        if failures := validation.failures(args, QUERY_RULES) + auth_failures(args):
+            raise InvalidQuery(failures)
+        return cls(Endpoint.of(args), args.get("runner_version"))
+
+
+class InvalidQuery(ValueError):
+    def __init__(self, failures: list[tuple[str, str]]) -> None:
+        self.failures = failures
+        super().__init__("; ".join(f"{prop}: {reason}" for prop, reason in failures))
+
+
+@dataclass(frozen=True)
+class NewestRelease:
+    """The function's answer: the newest release, its image, and the asked version's last day of jobs."""
+
+    version: str
+    published_at: str
+    image: str
+    runner_version: str | None  # the version asked about, if any
+    deadline: str | None  # when GitHub stops (or stopped) sending it jobs; None while it is the newest
+    receiving_jobs: bool | None  # whether GitHub still sends it jobs today
+
+
+class ReleasesUnavailable(RuntimeError):
+    """GitHub's release list could not be read: a look-up the program asked for fails, saying why."""
+
+
+def newest_release(query: ReleaseQuery) -> NewestRelease:
+    """The look-up the resources' Check makes for their runners, asked by a program: the same call, memo and
+    limits. Unlike Check, which keeps the recorded version, it fails when GitHub cannot answer."""
+    learned = runner_releases(query.endpoint)
+    releases = learned.releases
+    newest = releases.newest if releases is not None else None
+    if releases is None or newest is None:
+        why = learned.failure or "it lists no release"
+        raise ReleasesUnavailable(
+            f"actions/runner's releases could not be read from {query.endpoint.target.api_url}: {why}"
+        )
+    deadline = releases.deadline(query.runner_version) if query.runner_version else None
+    return NewestRelease(
+        version=newest.version,
+        published_at=newest.published_at,
+        image=image_of(newest.version),
+        runner_version=query.runner_version,
+        deadline=_rfc3339(deadline) if deadline is not None else None,
+        receiving_jobs=None if query.runner_version is None else deadline is None or deadline > datetime.now(UTC),
+    )
 
 
 def say_once(key: str, message: str, *args: object, warning: bool = False) -> None:

@@ -101,9 +101,10 @@ class PoolRunner:
     # A refresh found its pod ended, stuck, or running with no registration (pod_state.ENDED_PHASES): its runner
     # takes no job, whatever the pod's next snapshot shows, until GitHub lists it online (see _not_serving).
     seen_ended: bool = False
+    runner_version: str | None = None  # the actions/runner version it was made with, as its output recorded it
 
     def unknown(self) -> PoolRunner:
-        return replace(self, token_hash=None, spec_hash=None, shape_hash=None)
+        return replace(self, token_hash=None, spec_hash=None, shape_hash=None, runner_version=None)
 
     @classmethod
     def of_output(cls, output: dict[str, Any]) -> PoolRunner:
@@ -117,6 +118,7 @@ class PoolRunner:
             ephemeral=output.get("ephemeral"),
             shape_hash=output.get("shape_hash"),
             seen_ended=output.get("pod_phase") in ENDED_PHASES,
+            runner_version=output.get("runner_version"),
         )
 
 

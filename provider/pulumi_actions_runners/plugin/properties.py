@@ -177,6 +177,7 @@ POOL_RUNNER = {
         "busy": {**BOOLEAN, "description": "Whether a refresh saw it running a job."},
         "podPhase": {**STRING, "description": "Its pod's phase, as the last refresh saw it."},
         "job": {**STRING, "description": "The Job whose pod it is (a refilling pool's)."},
+        "runnerVersion": {**STRING, "description": "The actions/runner version it runs (none for a private build)."},
     },
 }
 # A pool's labels change in place too, but a refilling pool's Job registers its pods with its labels: it rolls.
@@ -293,3 +294,49 @@ KINDS = (
     ),
 )
 BY_TOKEN = {kind.token: kind for kind in KINDS}
+
+
+@dataclass(frozen=True)
+class FunctionKind:
+    name: str  # getRunnerRelease
+    description: str
+    inputs: tuple[Property, ...]
+    outputs: tuple[Property, ...]
+
+    @property
+    def token(self) -> str:
+        return f"{PACKAGE}:index:{self.name}"
+
+
+GET_RUNNER_RELEASE = FunctionKind(
+    "getRunnerRelease",
+    "The newest actions/runner release a GitHub lists (GET /repos/actions/runner/releases), read with the "
+    "resources' credential; and, for runnerVersion, the day GitHub stops sending it jobs. Runners that name no "
+    "image make the same look-up themselves.",
+    (
+        Property(
+            "github_url",
+            STRING,
+            "The GitHub to ask, as a resource's githubUrl: https://HOST/OWNER/REPO, https://HOST/ORG or "
+            "https://HOST/enterprises/ENTERPRISE.",
+            required=True,
+        ),
+        *CREDENTIALS,
+        Property("runner_version", STRING, "A runner version whose deadline is wanted (2.336.0)."),
+    ),
+    (
+        Property("version", STRING, "The newest release (the highest version GitHub lists).", required=True),
+        Property("published_at", STRING, "When it was published (RFC 3339).", required=True),
+        Property("image", STRING, "Its image: ghcr.io/actions/actions-runner:VERSION.", required=True),
+        Property("runner_version", STRING, "The version asked about, if any."),
+        Property(
+            "deadline",
+            STRING,
+            "The last moment GitHub sends runnerVersion jobs (RFC 3339): 30 days after the first release after it; "
+            "absent while it is the newest.",
+        ),
+        Property("receiving_jobs", BOOLEAN, "Whether GitHub still sends runnerVersion jobs."),
+    ),
+)
+FUNCTIONS = (GET_RUNNER_RELEASE,)
+FUNCTIONS_BY_TOKEN = {function.token: function for function in FUNCTIONS}

@@ -11,9 +11,10 @@ from typing import Any
 
 from ..inputs import validation
 from ..inputs.runner import SETTINGS
+from ..inputs.runner_version import QUERY_RULES
 from ..kube.pod_template import WHAT_IS_ALLOWED
 from ..providers import registration_token, runner, runner_pool
-from .properties import KINDS, Property, ResourceKind
+from .properties import FUNCTIONS, KINDS, Property, ResourceKind
 
 
 class _Refused:
@@ -114,6 +115,21 @@ def markdown() -> str:
             )
         lines += ["", "### Outputs", "", "| output | type | description |", "|---|---|---|"]
         for prop in kind.outputs:
+            lines.append(f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {prop.description} |")
+    for function in FUNCTIONS:
+        python = "get_runner_release` / `get_runner_release_output"  # functions.py
+        lines += ["", f"## `{function.name}` (`{function.token}`; Python: `{python}`)", "", function.description]
+        lines += ["", "### Arguments", "", "| argument | type | allowed | description |", "|---|---|---|---|"]
+        for prop in function.inputs:
+            rule = QUERY_RULES.get(prop.name)
+            permitted = allowed(rule) if rule else OTHER_CHECKS.get(prop.name, "")
+            required = " **Required**." if prop.required else ""
+            lines.append(
+                f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {permitted} | "
+                f"{prop.description}{required}{' Secret.' if prop.secret else ''} |"
+            )
+        lines += ["", "### Result", "", "| field | type | description |", "|---|---|---|"]
+        for prop in function.outputs:
             lines.append(f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {prop.description} |")
     return "\n".join(lines) + "\n"
 

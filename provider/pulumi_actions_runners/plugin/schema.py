@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from .. import __version__
-from .properties import KINDS, PACKAGE, POOL_RUNNER, Property, ResourceKind
+from .properties import FUNCTIONS, KINDS, PACKAGE, POOL_RUNNER, FunctionKind, Property, ResourceKind
 
 
 def package_schema() -> dict[str, Any]:
@@ -21,6 +21,7 @@ def package_schema() -> dict[str, Any]:
         "repository": "https://github.com/pulumi-actions-runners/pulumi-actions-runners",
         "types": {f"{PACKAGE}:index:PoolRunner": {**POOL_RUNNER, "description": "One runner of a RunnerPool."}},
         "resources": {kind.token: _resource(kind) for kind in KINDS},
+        "functions": {function.token: _function(function) for function in FUNCTIONS},
         "language": {
             "nodejs": {"packageName": "@pulumi-actions-runners/actions-runners"},
             "python": {"packageName": "pulumi_actions_runners_sdk"},
@@ -43,6 +44,16 @@ def _resource(kind: ResourceKind) -> dict[str, Any]:
         "properties": {**inputs, **{p.camel: _property(p) for p in kind.outputs}},
         "required": sorted(p.camel for p in kind.inputs if p.required),
     }
+
+
+def _function(function: FunctionKind) -> dict[str, Any]:
+    def of(props: tuple[Property, ...]) -> dict[str, Any]:
+        return {
+            "properties": {p.camel: _property(p) for p in props},
+            "required": sorted(p.camel for p in props if p.required),
+        }
+
+    return {"description": function.description, "inputs": of(function.inputs), "outputs": of(function.outputs)}
 
 
 def _property(prop: Property) -> dict[str, Any]:

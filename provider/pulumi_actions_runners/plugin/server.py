@@ -26,6 +26,7 @@ from pulumi.runtime.proto import provider_pb2_grpc
 
 from .. import __version__
 from ..inputs import names
+from ..inputs.runner_version import InvalidQuery, ReleaseQuery, newest_release
 from ..providers.registration_token import RegistrationTokenProvider
 from ..providers.runner import RunnerProvider
 from ..providers.runner_pool import RunnerPoolProvider
@@ -33,7 +34,16 @@ from ..redaction import scrub
 from ..resources import not_converged_message
 from . import adopt
 from .progress import working_on
-from .properties import BY_TOKEN, ResourceKind, camel_case, core_names, schema_names, snake_case
+from .properties import (
+    BY_TOKEN,
+    FUNCTIONS_BY_TOKEN,
+    GET_RUNNER_RELEASE,
+    ResourceKind,
+    camel_case,
+    core_names,
+    schema_names,
+    snake_case,
+)
 from .schema import schema_json
 
 # The engine's --parallel bounds how many calls it makes at once; the server must only not bound them lower
@@ -84,6 +94,24 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
 
     def Attach(self, request: Any, context: Any) -> Any:
         return empty_pb2.Empty()
+
+    # Functions: programs' look-ups.
+    def Invoke(self, request: Any, context: Any) -> Any:
+        """getRunnerRelease: bad arguments come back as failures naming them, GitHub's failure as an error."""
+        if FUNCTIONS_BY_TOKEN.get(request.tok) is not GET_RUNNER_RELEASE:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown function {request.tok}")
+        args, _ = _from_wire(request.args)
+        try:
+            found = newest_release(ReleaseQuery.of(args))
+        except InvalidQuery as error:
+            failures = [proto.CheckFailure(property=camel_case(p), reason=scrub(r)) for p, r in error.failures]
+            return proto.InvokeResponse(failures=failures)
+        except Exception as error:  # a message, never a traceback
+            message = scrub(str(error))
+        else:
+            answer = {k: v for k, v in vars(found).items() if v is not None}
+            return proto.InvokeResponse(**{"return": _serialize(schema_names(answer))})
+        context.abort(grpc.StatusCode.UNKNOWN, message)
 
     # Resource calls.
     def Check(self, request: Any, context: Any) -> Any:
@@ -219,6 +247,10 @@ def _to_wire(kind: ResourceKind, props: dict[str, Any], secret: set[str]) -> str
     """Properties in the schema's names; the kind's secrets, and whatever came in secret, wrapped as secrets."""
     hidden = {camel_case(k) for k in secret | kind.secrets}
     wire = {k: rpc.wrap_rpc_secret(v) if k in hidden and v is not None else v for k, v in schema_names(props).items()}
+    return _serialize(wire)
+
+
+def _serialize(wire: dict[str, Any]) -> struct_pb2.Struct:
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(rpc.serialize_properties(wire, {}))

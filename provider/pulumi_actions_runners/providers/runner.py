@@ -92,6 +92,9 @@ class RunnerProvider(ResourceProvider):
         """Settings, and labels: set in place by GitHub; a runner that cannot be relabelled (relabel.py) is
         replaced here, the safe way, and ``labels_updated`` says which it was."""
         outs = {**LATER_DEFAULTS, **olds, **{k: news.get(k) for k in SETTINGS}}
+        # The same image as the state's (else Diff replaces), perhaps in the form Check now settles: a 0.2.0
+        # default image is now the tracked version's, which the state records from this update on.
+        outs.update({k: news.get(k) for k in ("image", "runner_version", "runner_release")})
         cluster = verified_cluster(
             f"runner {olds['runner_name']}", "update", olds.get(CLUSTER), news.get("kubeconfig"), _ours(olds, news)
         )

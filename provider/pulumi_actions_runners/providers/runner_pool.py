@@ -304,7 +304,7 @@ def _reconcile(props: dict[str, Any], current: list[PoolRunner], *, olds: dict[s
             result = PoolResult(runners=current, problems=[f"pool {spec.name}: {retirement}{describe(error)}"])
     return {
         **_outputs(props, spec),
-        "runners": [_runner_output(spec, r) for r in result.runners],
+        "runners": [_runner_output(spec, r, props.get("runner_version")) for r in result.runners],
         "problems": scrub_all([*problems, *result.problems]),
     }
 
@@ -397,8 +397,10 @@ def _pool_spec(props: dict[str, Any], inputs: RunnerInputs, tokens: StartTokens 
     )
 
 
-def _runner_output(spec: PoolSpec, runner: PoolRunner) -> dict[str, Any]:
+def _runner_output(spec: PoolSpec, runner: PoolRunner, runner_version: str | None) -> dict[str, Any]:
+    """``runner_version``: the pool's; a runner not yet rotated to the pool's spec keeps the one it recorded."""
     runner_spec_ = spec.runner(runner.name)
+    current = runner.spec_hash == spec.template.spec_hash
     return {
         "name": runner.name,
         "id": runner.runner_id,
@@ -407,4 +409,5 @@ def _runner_output(spec: PoolSpec, runner: PoolRunner) -> dict[str, Any]:
         "spec_hash": runner.spec_hash,
         "shape_hash": runner.shape_hash,
         "ephemeral": runner.ephemeral,
+        "runner_version": runner_version if current else runner.runner_version,
     }

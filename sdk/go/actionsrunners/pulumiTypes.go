@@ -29,6 +29,8 @@ type PoolRunner struct {
 	Pod *string `pulumi:"pod"`
 	// Its pod's phase, as the last refresh saw it.
 	PodPhase *string `pulumi:"podPhase"`
+	// The actions/runner version it runs (none for a private build).
+	RunnerVersion *string `pulumi:"runnerVersion"`
 	// The hash of what it is made of.
 	SpecHash *string `pulumi:"specHash"`
 	// online or offline, as the last refresh saw it.
@@ -85,6 +87,11 @@ func (o PoolRunnerOutput) Pod() pulumi.StringPtrOutput {
 // Its pod's phase, as the last refresh saw it.
 func (o PoolRunnerOutput) PodPhase() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v PoolRunner) *string { return v.PodPhase }).(pulumi.StringPtrOutput)
+}
+
+// The actions/runner version it runs (none for a private build).
+func (o PoolRunnerOutput) RunnerVersion() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v PoolRunner) *string { return v.RunnerVersion }).(pulumi.StringPtrOutput)
 }
 
 // The hash of what it is made of.

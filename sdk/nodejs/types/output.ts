@@ -38,6 +38,10 @@ export interface PoolRunner {
      */
     podPhase?: string;
     /**
+     * The actions/runner version it runs (none for a private build).
+     */
+    runnerVersion?: string;
+    /**
      * The hash of what it is made of.
      */
     specHash?: string;

@@ -6,6 +6,7 @@ import builtins as _builtins
 from . import _utilities
 import typing
 # Export this package's modules as members:
+from .get_runner_release import *
 from .provider import *
 from .registration_token import *
 from .runner import *

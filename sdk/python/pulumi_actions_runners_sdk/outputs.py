@@ -28,6 +28,8 @@ class PoolRunner(dict):
         suggest = None
         if key == "podPhase":
             suggest = "pod_phase"
+        elif key == "runnerVersion":
+            suggest = "runner_version"
         elif key == "specHash":
             suggest = "spec_hash"
         elif key == "tokenHash":
@@ -52,6 +54,7 @@ class PoolRunner(dict):
                  name: Optional[_builtins.str] = None,
                  pod: Optional[_builtins.str] = None,
                  pod_phase: Optional[_builtins.str] = None,
+                 runner_version: Optional[_builtins.str] = None,
                  spec_hash: Optional[_builtins.str] = None,
                  status: Optional[_builtins.str] = None,
                  token_hash: Optional[_builtins.str] = None):
@@ -65,6 +68,7 @@ class PoolRunner(dict):
         :param _builtins.str name: The runner's name (and its pod's).
         :param _builtins.str pod: Its pod.
         :param _builtins.str pod_phase: Its pod's phase, as the last refresh saw it.
+        :param _builtins.str runner_version: The actions/runner version it runs (none for a private build).
         :param _builtins.str spec_hash: The hash of what it is made of.
         :param _builtins.str status: online or offline, as the last refresh saw it.
         :param _builtins.str token_hash: The hash of the token it registered with.
@@ -83,6 +87,8 @@ class PoolRunner(dict):
             pulumi.set(__self__, "pod", pod)
         if pod_phase is not None:
             pulumi.set(__self__, "pod_phase", pod_phase)
+        if runner_version is not None:
+            pulumi.set(__self__, "runner_version", runner_version)
         if spec_hash is not None:
             pulumi.set(__self__, "spec_hash", spec_hash)
         if status is not None:
@@ -145,6 +151,14 @@ class PoolRunner(dict):
         Its pod's phase, as the last refresh saw it.
         """
         return pulumi.get(self, "pod_phase")
+
+    @_builtins.property
+    @pulumi.getter(name="runnerVersion")
+    def runner_version(self) -> Optional[_builtins.str]:
+        """
+        The actions/runner version it runs (none for a private build).
+        """
+        return pulumi.get(self, "runner_version")
 
     @_builtins.property
     @pulumi.getter(name="specHash")
