@@ -63,6 +63,20 @@ def test_no_registration_below_the_minimum_version(github: GitHubDouble) -> None
     assert [r["name"] for r in github.runners()] == ["oldest-allowed", "private-build"]
 
 
+def test_no_job_goes_to_a_runner_whose_version_github_refuses_even_before_its_run_sh_exits(
+    github: GitHubDouble,
+) -> None:
+    url = config_url(github, "repos/octo/ci")
+    for name, version in (("behind", "2.330.0"), ("current", "2.336.0")):
+        token = registration_token(github, "repos/octo/ci")
+        github.register_runner(github_url=url, token=token, name=name, labels=[], ephemeral=True, version=version)
+    github.releases.publish("2.331.0", datetime.now(UTC) - 31 * DAY)  # 2.330.0's 30 days are over
+    with pytest.raises(LookupError, match="GitHub sends jobs to"):
+        github.start_job("behind", 1.0)
+    github.start_job("current", 1.0)
+    assert [r["busy"] for r in github.runners()] == [False, True]
+
+
 def test_jobs_stop_thirty_days_after_a_newer_release_on_the_double_s_clock() -> None:
     now = datetime.now(UTC)
     releases = RunnerReleases([("2.335.0", "2026-06-01T00:00:00Z")])

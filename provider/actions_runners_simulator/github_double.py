@@ -164,6 +164,7 @@ class _Runner:
     jit_secret: str | None = None  # what its just-in-time config carries; None for a config.sh registration
     jit_used: bool = False  # a just-in-time config connects a runner once
     runner_group_id: int = 1  # the scope's Default group (a repository's runners are always there)
+    version: str | None = None  # the actions/runner version it connected with (None: not known)
 
     def as_json(self) -> JsonObject:
         return {
@@ -250,6 +251,7 @@ class _RunnerRegistry:
         runner_group: str | None = None,
         *,
         session: bool = True,
+        version: str | None = None,
     ) -> int:
         """config.sh: with ``--replace`` a registration of the name is taken over, busy or not (its runner's
         session ends, and a job it ran is lost), and keeps its id (actions/runner updates the existing agent);
@@ -267,7 +269,14 @@ class _RunnerRegistry:
             # Assigned in place: the listing keeps its id order.
             runner_id = replaced[-1].id if replaced else self._new_runner_id()
             registration = _Runner(
-                runner_id, name, scope, ephemeral, self._labels(labels), listener, runner_group_id=group_id
+                runner_id,
+                name,
+                scope,
+                ephemeral,
+                self._labels(labels),
+                listener,
+                runner_group_id=group_id,
+                version=version,
             )
             if not session:
                 registration.status, registration.session = "offline", None
@@ -348,7 +357,9 @@ class _RunnerRegistry:
             self._runners[runner_id] = runner
             return runner.as_json(), secret
 
-    def connect_jit(self, scope: str, runner_id: int, secret: str, listener: RunnerListener) -> None:
+    def connect_jit(
+        self, scope: str, runner_id: int, secret: str, listener: RunnerListener, version: str | None = None
+    ) -> None:
         """``run.sh --jitconfig``: the registration comes online once; messages never quote the config."""
         with self._lock:
             runner = self._runners.get(runner_id)
@@ -362,6 +373,7 @@ class _RunnerRegistry:
             if runner.jit_used:
                 raise RegistrationRefused(f"this JIT config (runner {runner.name!r}) was used already")
             runner.jit_used, runner.status, runner.listener, runner.session = True, "online", listener, "live"
+            runner.version = version
 
     def _check_token(self, scope: str, token: str) -> None:
         issued_scope, expires = self._tokens.get(token, (None, 0.0))
@@ -403,16 +415,27 @@ class _RunnerRegistry:
             if runner is not None:
                 runner.status, runner.busy, runner.session, runner.lock_until = "offline", False, None, 0.0
 
-    def start_job(self, runner_name: str, duration_seconds: float | None, scope: str | None) -> None:
-        """``duration_seconds`` None: the job runs until `finish_job`."""
+    def start_job(
+        self,
+        runner_name: str,
+        duration_seconds: float | None,
+        scope: str | None,
+        refuses_jobs: Callable[[str | None], bool] = lambda _version: False,
+    ) -> None:
+        """``duration_seconds`` None: the job runs until `finish_job`. ``refuses_jobs``: whether GitHub sends a
+        runner of a version no jobs (its release policy), so that none goes to it even before its run.sh exits."""
         with self._lock:
             named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
             for each in named:
                 self._settle(each)
             # Only a listener takes a job: a stale session is listed online, but nothing there asks for work.
-            runner = next((r for r in named if r.session == "live" and not r.busy), None)
+            runner = next(
+                (r for r in named if r.session == "live" and not r.busy and not refuses_jobs(r.version)), None
+            )
             if runner is None:
-                raise LookupError(f"no online idle runner named {runner_name!r} in {scope or 'any scope'}")
+                raise LookupError(
+                    f"no online idle runner named {runner_name!r} that GitHub sends jobs to in {scope or 'any scope'}"
+                )
             runner.busy = True
             runner_id, listener = runner.id, runner.listener
         _notify([listener.job_started])
@@ -1098,7 +1121,7 @@ class GitHubDouble:
         self._check_version(version)
         listener = listener or _Unattached()
         return self._registry.register(
-            scope, token, name, labels, ephemeral, listener, replace, runner_group, session=session
+            scope, token, name, labels, ephemeral, listener, replace, runner_group, session=session, version=version
         )
 
     def open_session(self, github_url: str, runner_id: int, listener: RunnerListener) -> SessionOutcome:
@@ -1131,7 +1154,7 @@ class GitHubDouble:
             raise RegistrationRefused(
                 f"JIT config was issued by {config['server']} for {config['scope']}, not by {self.url} for {scope}"
             )
-        self._registry.connect_jit(scope, config["runner_id"], config["secret"], listener)
+        self._registry.connect_jit(scope, config["runner_id"], config["secret"], listener, version)
         return config["runner_id"]
 
     def _check_version(self, version: str | None) -> None:
@@ -1161,7 +1184,7 @@ class GitHubDouble:
     def start_job(self, runner_name: str, duration_seconds: float | None, *, scope: str | None = None) -> None:
         """An online idle runner takes a job for ``duration_seconds`` (None: until `finish_job`); LookupError if
         there is none."""
-        self._registry.start_job(runner_name, duration_seconds, scope)
+        self._registry.start_job(runner_name, duration_seconds, scope, self.refuses_jobs)
 
     def finish_job(self, runner_name: str, *, scope: str | None = None) -> None:
         """End the job the named runner runs now (a held one); LookupError if it runs none."""
