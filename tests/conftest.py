@@ -72,10 +72,6 @@ def pytest_configure(config: pytest.Config) -> None:
         # would be grouped, and every module's stack brought up once per worker.
         raise pytest.UsageError("pytest 9.2 breaks --dist loadgroup (pytest-xdist#1386): use requirements-dev.txt's")
     if not hasattr(config, "workerinput"):  # the run's own process: its workers inherit the locks' folder
-        # Bytecode cached as Python does by default: an environment that forbids it (PYTHONDONTWRITEBYTECODE, set
-        # on this machine) makes each of the run's ~700 Python processes compile the provider's modules anew,
-        # and a test's clean virtualenv (installed with --no-compile) every module it imports.
-        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         locks = tempfile.mkdtemp(prefix="pytest-locks-")
         os.environ[LOCKS] = locks
         config.add_cleanup(lambda: shutil.rmtree(locks, ignore_errors=True))

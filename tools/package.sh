@@ -10,4 +10,3 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$root/provider" "$work/source"
 rm -rf "$work/source/build" "$work/source/"*.egg-info
-find "$work/source" -name __pycache__ -prune -exec rm -rf {} +  # a checkout's bytecode is no part of the package
