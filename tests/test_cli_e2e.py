@@ -199,9 +199,9 @@ def test_a_pod_template_docker_a_github_app_and_new_labels_from_config_with_the_
         assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
         assert [r["status"] for r in sim.github.runners()] == ["online"]
 
-        # One installation token for the update, shared by the RegistrationToken and the Runner, and one for the
-        # preview's Check, which reads the release list with it; no PAT.
-        assert [c["status"] for c in sim.github.calls(path_regex=r"/access_tokens$")] == [201, 201]
+        # One installation token for the update's provider process, shared by the RegistrationToken, the Runner
+        # and Check's read of the release list; no PAT. (The test bed's `up` makes no preview first.)
+        assert [c["status"] for c in sim.github.calls(path_regex=r"/access_tokens$")] == [201]
         assert all("ghp_" not in c["headers"].get("Authorization", "") for c in sim.github.calls())
         exported = stack.run("stack", "export").stdout
         assert sim.app_private_key.splitlines()[1] not in exported

@@ -205,11 +205,11 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
             print(f"Authenticating as GitHub App {sim['github_app_id']}, not with a personal access token")
             app_key = Path(sim["github_app_private_key_file"]).read_text()
             sim["credentials"] = program_credentials(sim["github_token"], (sim["github_app_id"], app_key))
-        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi")) as stack:
+        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi"), skip_preview=False) as stack:
             tour(stack, simulator, runners)
         with yaml_workspace(tools, simulator, "fleet") as stack:
             fleet_tour(stack, simulator, FLEET_RUNNERS)
-        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi"), stack="refill") as stack:
+        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi"), stack="refill", skip_preview=False) as stack:
             refill_tour(stack, simulator, runners)
     except (DemoFailed, PulumiFailed, ToolMissing) as error:  # a build still under way may fail
         failure = str(error)
@@ -246,7 +246,9 @@ def yaml_workspace(tools: ToolBuilds, simulator: SimulatorProcess, stack: str) -
     """programs/yaml, with Pulumi's YAML host and the provider plugin (this environment's
     pulumi-resource-actions-runners) installed as plugins, and the simulator's cluster as KUBECONFIG."""
     plugins = yaml_host(tools.get("pulumi-yaml")) | provider_plugin()
-    workspace = PulumiWorkspace(PROJECT_DIR / "programs" / "yaml", tools.get("pulumi"), stack=stack, plugins=plugins)
+    workspace = PulumiWorkspace(
+        PROJECT_DIR / "programs" / "yaml", tools.get("pulumi"), stack=stack, plugins=plugins, skip_preview=False
+    )
     workspace.env["KUBECONFIG"] = simulator.info["kubeconfig"]
     return workspace
 

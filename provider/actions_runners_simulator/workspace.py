@@ -24,6 +24,8 @@ from .tools import NODEJS_HOST_VERSION, YAML_HOST_VERSION
 PASSPHRASE = "simulator-only-passphrase"
 COMMAND_TIMEOUT_SECONDS = 600
 STOP_SECONDS = 30
+# With --yes, these preview first, then act: a second run of the program and a provider process of its own.
+ACTING_COMMANDS = ("up", "destroy", "refresh")
 
 
 class PulumiFailed(Exception):
@@ -115,14 +117,19 @@ class PulumiWorkspace:
         stack: str = "dev",
         kubernetes_plugin_dir: Path | None = None,
         plugins: Mapping[str, Path] | None = None,
+        skip_preview: bool = True,
     ) -> None:
         """``kubernetes_plugin_dir`` holds pulumi-resource-kubernetes (tools/pulumi-kubernetes), installed here
         as the version the pulumi_kubernetes SDK asks for, as `pulumi plugin install` would. ``plugins`` are
         more, installed the same way: ``{"language-yaml-v1.25.0": path of pulumi-language-yaml}``; with any,
-        plugins on PATH are ignored, as the engine would otherwise take them first (and warn)."""
+        plugins on PATH are ignored, as the engine would otherwise take them first (and warn).
+        ``skip_preview``: ``up``, ``destroy`` and ``refresh`` with --yes skip the preview they would make first
+        (--skip-preview, as the GitOps workflow's `refresh` and `up --plan` do): what a preview shows, a test
+        asks of `pulumi preview` itself. False for a tour that shows what a user's `up --yes` prints."""
         self.root = Path(tempfile.mkdtemp(prefix="pulumi-workspace-"))
         self.project = self.root / "project"
         self.stack = stack
+        self.skip_preview = skip_preview
         self._copy_project(project_dir)
         # The CLI, then this interpreter's environment (the project's virtualenv, as if activated).
         # The provider plugin's source install (pulumi-resource-actions-runners) is on that PATH too.
@@ -188,7 +195,9 @@ class PulumiWorkspace:
         return PulumiProcess(list(args), self._command(args), self.env, self.root)
 
     def _command(self, args: tuple[str, ...]) -> list[str]:
-        return ["pulumi", *args, "--non-interactive", "--cwd", str(self.project)]
+        acting = bool(args) and args[0] in ACTING_COMMANDS and "--yes" in args
+        skip = ["--skip-preview"] if self.skip_preview and acting and "--skip-preview" not in args else []
+        return ["pulumi", *args, *skip, "--non-interactive", "--cwd", str(self.project)]
 
     def new_stack(self, config: Mapping[str, str], secrets: Mapping[str, str]) -> None:
         self.run("stack", "init", self.stack)
