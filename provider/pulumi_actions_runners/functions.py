@@ -9,24 +9,12 @@ same look-up; a program calls it to pin an image to the newest release on its ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pulumi import Input, Output
 
-from .inputs.runner_version import ReleaseQuery, newest_release
+from .inputs.runner_version import NewestRelease, ReleaseQuery, newest_release
 from .redaction import scrub
 
-
-@dataclass(frozen=True)
-class GetRunnerReleaseResult:
-    """The newest actions/runner release GitHub lists, and what it means for ``runner_version`` (if asked)."""
-
-    version: str  # 2.337.0
-    published_at: str  # RFC 3339
-    image: str  # ghcr.io/actions/actions-runner:2.337.0
-    runner_version: str | None
-    deadline: str | None  # RFC 3339: the asked version's last day of jobs; None while it is the newest
-    receiving_jobs: bool | None  # whether GitHub still sends the asked version jobs
+GetRunnerReleaseResult = NewestRelease  # the answer, named as Pulumi's SDKs name a function's result
 
 
 def get_runner_release(
@@ -49,12 +37,11 @@ def get_runner_release(
         "runner_version": runner_version,
     }
     try:
-        found = newest_release(ReleaseQuery.of(args))
+        return newest_release(ReleaseQuery.of(args))
     except ValueError as error:
         raise ValueError(f"get_runner_release: {scrub(str(error))}") from None
     except RuntimeError as error:
         raise RuntimeError(scrub(str(error))) from None
-    return GetRunnerReleaseResult(**vars(found))
 
 
 def get_runner_release_output(
