@@ -85,11 +85,12 @@ def test_the_real_job_controller_starts_a_fresh_runner_pod_when_one_has_taken_it
         wait_until(lambda: len(_online(sim)) == 2 and took_a_job not in _online(sim), "a fresh runner", timeout=30)
         wait_until(lambda: _succeeded_and_active(admin) == (1, 2), "the Job to count 1 completion and 2 active pods")
         pods = {p["metadata"]["name"]: p for p in sim.kube.pods(NAMESPACE)}
+        online = _online(sim)  # before the Job goes: its deletion takes its pods, and their runners, with it
         client.BatchV1Api(admin).delete_namespaced_job("pool", NAMESPACE, propagation_policy="Background")
 
     assert pods[took_a_job]["status"]["phase"] == "Succeeded"
     assert pods[took_a_job]["metadata"]["ownerReferences"][0]["kind"] == "Job"
-    assert _online(sim) - first and sim.runners.jobs_killed == []
+    assert online - first and sim.runners.jobs_killed == []
 
 
 def _succeeded_and_active(admin: client.ApiClient) -> tuple[int | None, int | None]:
