@@ -273,7 +273,13 @@ def test_staged_node_faults_leave_a_pod_unscheduled_unpulled_or_stuck_terminatin
     core_api(sim).delete_namespaced_pod("slow-node", NAMESPACE)
     wait_until(lambda: sim.kube.pod(NAMESPACE, "slow-node") is None, "the stalled deletion to finish")
     assert time.monotonic() - deleted >= 1.5
-    assert [e["type"] for e in sim.kube.events() if e["name"] == "slow-node"][-4:] == [
+
+    def seen() -> list[str]:
+        return [e["type"] for e in sim.kube.events() if e["name"] == "slow-node"]
+
+    # The kubelet records the removal when its watch brings it, a moment after the API server's deletion.
+    wait_until(lambda: seen()[-1:] == ["pod_removed"], "the kubelet to see the pod gone")
+    assert seen()[-4:] == [
         "pod_stalled", "pod_terminating", "container_exited", "pod_removed"
     ]  # fmt: skip
     assert sim.kube.clear_faults() == 0
