@@ -423,7 +423,9 @@ class _RunnerRegistry:
         refuses_jobs: Callable[[str | None], bool] = lambda _version: False,
     ) -> None:
         """``duration_seconds`` None: the job runs until `finish_job`. ``refuses_jobs``: whether GitHub sends a
-        runner of a version no jobs (its release policy), so that none goes to it even before its run.sh exits."""
+        runner of a version no jobs, so that none goes to it even before its run.sh exits: GitHub stops offering
+        jobs to a runner 30 days behind a newer release (community discussion #194762, summarized in
+        ../shared/reference/runner-versions.md), whether or not the runner has noticed yet."""
         with self._lock:
             named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
             for each in named:

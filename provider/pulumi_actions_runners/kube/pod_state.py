@@ -50,6 +50,12 @@ def runner_status(pod: Any) -> Any | None:
     return next((status for status in statuses if status.name == RUNNER_CONTAINER), None)
 
 
+def runner_image(pod: Any) -> str | None:
+    """The image of the pod's runner container, as its spec names it."""
+    containers = (pod.spec.containers or []) if pod.spec is not None else []
+    return next((c.image for c in containers if c.name == RUNNER_CONTAINER), None)
+
+
 def runner_exit_code(pod: Any) -> int | None:
     """The exit code of a runner container that will not start again (None while it runs or will restart)."""
     status = runner_status(pod)

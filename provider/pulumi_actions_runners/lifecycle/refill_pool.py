@@ -49,12 +49,12 @@ from ..github.releases import version_of_image
 from ..kube.client import PodAlreadyExists, SecretMetadata, describe, unusable_namespace
 from ..kube.manifests import JOB_LABEL, POOL_LABEL, RUNNER_LABEL, SPEC_HASH_ANNOTATION, TOKEN_KEY, made_by
 from ..kube.pod_state import (
-    RUNNER_CONTAINER,
     pod_finished,
     pod_live,
     pod_problem,
     pod_stuck,
     runner_exit_code,
+    runner_image,
     runner_running,
     runner_status,
     runs_unregistered,
@@ -639,15 +639,8 @@ def _runner_of(pod: Any, registration: dict[str, Any] | None) -> dict[str, Any]:
         "id": registration["id"] if registration else None,
         "status": registration["status"] if registration else None,
         "busy": registration["busy"] if registration else None,
-        "runner_version": _runner_version_of(pod),
+        "runner_version": version_of_image(runner_image(pod) or ""),  # None for a private build's tag
     }
-
-
-def _runner_version_of(pod: Any) -> str | None:
-    """The actions/runner version its runner container's image names (None for a private build's tag)."""
-    containers = pod.spec.containers if pod.spec else []
-    image = next((c.image for c in containers or [] if c.name == RUNNER_CONTAINER), None)
-    return version_of_image(image or "")
 
 
 def retire_jobs(

@@ -14,7 +14,7 @@ from ..inputs.runner import SETTINGS
 from ..inputs.runner_version import QUERY_RULES
 from ..kube.pod_template import WHAT_IS_ALLOWED
 from ..providers import registration_token, runner, runner_pool
-from .properties import FUNCTIONS, KINDS, Property, ResourceKind
+from .properties import FUNCTIONS, KINDS, Property, ResourceKind, snake_case
 
 
 class _Refused:
@@ -106,32 +106,43 @@ def markdown() -> str:
         lines += ["| input | type | default | allowed | a change | description |", "|---|---|---|---|---|---|"]
         kind_rules = rules(kind)
         for prop in kind.inputs:
-            rule = kind_rules.get(prop.name)
-            permitted = allowed(rule) if rule else OTHER_CHECKS.get(prop.name, "")
             required = "**required**" if prop.required else _default(prop)
             lines.append(
-                f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {required} | {permitted} | "
-                f"{change(kind, prop.name)} | {prop.description}{' Secret.' if prop.secret else ''} |"
+                f"| {_names(prop)} | {_type(prop)} | {required} | {_allowed(prop, kind_rules)} | "
+                f"{change(kind, prop.name)} | {_description(prop)} |"
             )
-        lines += ["", "### Outputs", "", "| output | type | description |", "|---|---|---|"]
-        for prop in kind.outputs:
-            lines.append(f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {prop.description} |")
-    for function in FUNCTIONS:
-        python = "get_runner_release` / `get_runner_release_output"  # functions.py
+        lines += _results("Outputs", "output", kind.outputs)
+    for function in FUNCTIONS:  # Python: functions.py, the same name in snake_case, and its _output form
+        python = f"{snake_case(function.name)}` / `{snake_case(function.name)}_output"
         lines += ["", f"## `{function.name}` (`{function.token}`; Python: `{python}`)", "", function.description]
         lines += ["", "### Arguments", "", "| argument | type | allowed | description |", "|---|---|---|---|"]
         for prop in function.inputs:
-            rule = QUERY_RULES.get(prop.name)
-            permitted = allowed(rule) if rule else OTHER_CHECKS.get(prop.name, "")
             required = " **Required**." if prop.required else ""
             lines.append(
-                f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {permitted} | "
+                f"| {_names(prop)} | {_type(prop)} | {_allowed(prop, QUERY_RULES)} | "
                 f"{prop.description}{required}{' Secret.' if prop.secret else ''} |"
             )
-        lines += ["", "### Result", "", "| field | type | description |", "|---|---|---|"]
-        for prop in function.outputs:
-            lines.append(f"| `{prop.name}` / `{prop.camel}` | {_type(prop)} | {prop.description} |")
+        lines += _results("Result", "field", function.outputs)
     return "\n".join(lines) + "\n"
+
+
+def _names(prop: Property) -> str:
+    return f"`{prop.name}` / `{prop.camel}`"
+
+
+def _allowed(prop: Property, prop_rules: dict[str, Callable[[Any], str | None]]) -> str:
+    rule = prop_rules.get(prop.name)
+    return allowed(rule) if rule else OTHER_CHECKS.get(prop.name, "")
+
+
+def _description(prop: Property) -> str:
+    return f"{prop.description}{' Secret.' if prop.secret else ''}"
+
+
+def _results(title: str, column: str, props: tuple[Property, ...]) -> list[str]:
+    """A table of what a resource or function gives back."""
+    rows = [f"| {_names(prop)} | {_type(prop)} | {prop.description} |" for prop in props]
+    return ["", f"### {title}", "", f"| {column} | type | description |", "|---|---|---|", *rows]
 
 
 def _default(prop: Property) -> str:
