@@ -11,10 +11,13 @@ refill     a pool of ``--replicas`` with ``refill``, its runners' clock ``--spee
            the second changes the labels (a rotation to a new Job); the last one ends the hour.
 today      the same pool without ``refill``, fed the same way for 40 (scaled) minutes, a `refresh` and an `up` every 20.
 
-The queue stands in for GitHub: a job goes to an idle online runner of the pool as soon as one is listed (polled
-every 20 ms, so that is part of each latency). Finished pods are counted before each update and after the
-last (an update deletes them once a refresh has counted as many as the pool's slots). Throughput is
-runner-seconds busy / (replicas x the phase's time): 1.0 would be every slot busy all the time. Runners in
+The jobs come from GitHub's queue (the double's, job_queue.py): the benchmark keeps one job queued per slot of the
+pool, with runs-on the pool's label, topped up every 20 ms, and GitHub hands each to an idle online runner that
+has the label, in queue order, the moment one is there. A job's queue wait is its start less its queueing: with
+every slot busy a job waits about a job's length for its turn, and longer while slots are not refilled, so the
+waits' tail shows what a rotation or a slow refill costs the queue. Finished pods are counted before each update
+and after the last (an update deletes them once a refresh has counted as many as the pool's slots). Throughput
+is runner-seconds busy / (replicas x the phase's time): 1.0 would be every slot busy all the time. Runners in
 service (online, idle or busy) are sampled every 20 ms during the rotation, over replicas - max_unavailable; a
 runner between its job's end and its successor's registration is not in service, so the natural churn of the
 load counts against it too. Only ratios within one run mean much; the last line is for scripts.
@@ -52,16 +55,14 @@ MAX_UNAVAILABLE = "25%"
 
 @dataclass
 class Load:
-    """GitHub's queue for one pool: every idle runner of it gets the next job at once."""
+    """A workflow's jobs for one pool through GitHub's queue: one job kept queued per slot, runs-on its label."""
 
     sim: Simulator
     prefix: str
+    replicas: int
     job_seconds: Callable[[], float]
+    label: str = "pulumi"
     started: float = field(default_factory=time.monotonic)
-    jobs: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of each job handed out
-    ended_unclaimed: list[float] = field(default_factory=list)  # job ends no new runner has answered yet
-    latencies: list[float] = field(default_factory=list)
-    seen: set[int] = field(default_factory=set)  # registration ids: today's pool reuses its runners' names
     in_service: list[tuple[float, int]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -73,32 +74,47 @@ class Load:
         while not self._stop.wait(POLL_SECONDS):
             now = time.monotonic()
             ours = [r for r in self.sim.github.runners() if r["name"].startswith(self.prefix)]
-            online = [r for r in ours if r["status"] == "online"]
-            self.in_service.append((now, len(online)))
-            self.ended_unclaimed += [end for _, end in self.jobs if self._just_ended(end, now)]
-            for runner in online:
-                if runner["id"] in self.seen or runner["busy"]:
-                    continue
-                self.seen.add(runner["id"])
-                if self.ended_unclaimed:
-                    self.latencies.append(now - self.ended_unclaimed.pop(0))
-                seconds = self.job_seconds()
-                try:
-                    self.sim.github.start_job(runner["name"], seconds)
-                except LookupError:
-                    continue  # gone meanwhile (a rotation took it down)
-                self.jobs.append((now, now + seconds))
-            self._last = now
+            self.in_service.append((now, sum(1 for r in ours if r["status"] == "online")))
+            for _ in range(self.replicas - len(self.sim.github.jobs(status="queued"))):
+                self.sim.github.queue_jobs(self.sim.repo_url, ["self-hosted", self.label], self.job_seconds())
 
-    def _just_ended(self, end: float, now: float) -> bool:
-        return getattr(self, "_last", self.started) < end <= now
-
-    def stop(self) -> None:
+    def stop(self) -> list[dict]:
+        """Stop queueing; every job so far, as GitHub recorded it."""
         self._stop.set()
         self._thread.join()
+        return self.sim.github.jobs()
 
-    def busy_seconds(self, start: float, end: float) -> float:
-        return sum(max(0.0, min(e, end) - max(s, start)) for s, e in self.jobs)
+    def fewest_in_service(self, start: float, end: float) -> int:
+        return min((count for when, count in self.in_service if start <= when <= end), default=0)
+
+
+def busy_seconds(jobs: list[dict], start: float, end: float) -> float:
+    return sum(
+        max(0.0, min(job["finished_at"] or end, end) - max(job["started_at"], start))
+        for job in jobs
+        if job["started_at"]
+    )
+
+
+def refill_latencies(jobs: list[dict], replicas: int) -> list[float]:
+    """Each job's end to the start of a job on a runner that had run none (a refill), paired in order."""
+    ends = sorted(job["finished_at"] for job in jobs if job["finished_at"])
+    seen: set[int] = set()
+    latencies = []
+    for job in sorted((j for j in jobs if j["started_at"]), key=lambda j: j["started_at"]):
+        new_runner = job["runner_id"] not in seen
+        seen.add(job["runner_id"])
+        if len(seen) <= replicas or not new_runner:
+            continue
+        claimed = next((end for end in ends if end <= job["started_at"]), None)
+        if claimed is not None:
+            ends.remove(claimed)
+            latencies.append(job["started_at"] - claimed)
+    return latencies
+
+
+def queue_waits(jobs: list[dict]) -> list[float]:
+    return [job["wait_seconds"] for job in jobs if job["wait_seconds"] is not None]
 
     def fewest_in_service(self, start: float, end: float) -> int:
         return min((count for when, count in self.in_service if start <= when <= end), default=0)
@@ -135,19 +151,19 @@ def finished_pods(sim: Simulator, pool: str) -> int:
     return sum(1 for pod in pods if pod.status.phase in ("Succeeded", "Failed"))
 
 
-def latency_phase(jobs: int) -> list[float]:
-    """Refill latencies at actions/runner's own speed."""
+def latency_phase(jobs: int) -> tuple[list[float], list[float]]:
+    """Refill latencies, and the queue's waits, at actions/runner's own speed."""
     with Simulator(token_lifetime=3600, fault_proxy=False, schedule_delay=0.1) as sim:
         env = {**os.environ, **sim.provider_env}
         with MiniEngine(ROOT, env=env) as engine:
             engine.up(pool_program(sim, new_token(sim), "quick", 5, refill=True, labels=["pulumi"]))
             lengths = random.Random(7)  # so that jobs end, and slots refill, at different moments
-            load = Load(sim, "quick-", job_seconds=lambda: lengths.uniform(0.5, 4.0))
+            load = Load(sim, "quick-", 5, job_seconds=lambda: lengths.uniform(0.5, 4.0))
             deadline = time.monotonic() + 300
-            while len(load.latencies) < jobs and time.monotonic() < deadline:
+            while len(refill_latencies(sim.github.jobs(), 5)) < jobs and time.monotonic() < deadline:
                 time.sleep(0.5)
-            load.stop()
-            return load.latencies
+            records = load.stop()
+            return refill_latencies(records, 5), queue_waits(records)
 
 
 @dataclass
@@ -156,6 +172,7 @@ class LoadResult:
     served: int
     calls: int
     killed: int
+    waits: list[float] = field(default_factory=list)
     finished_pods_left: int = 0
     finished_pods_most: int = 0  # the most seen, before each update
     renewal_recreated: int = 0
@@ -173,7 +190,7 @@ def load_phase(replicas: int, speedup: float, job_minutes: float, *, refill: boo
             token = new_token(sim)
             engine.up(pool_program(sim, token, name, replicas, refill=refill, labels=["pulumi"]))
             calls_before = len(sim.github.calls())
-            load = Load(sim, f"{name}-", job_seconds=lambda: job_minutes * scaled)
+            load = Load(sim, f"{name}-", replicas, job_seconds=lambda: job_minutes * scaled)
             result = LoadResult(0.0, 0, 0, 0)
             updates = int(minutes // UPDATE_EVERY_MINUTES)
             labels = ["pulumi"]
@@ -197,11 +214,15 @@ def load_phase(replicas: int, speedup: float, job_minutes: float, *, refill: boo
                 else:
                     engine.up(pool_program(sim, token, name, replicas, refill=refill, labels=labels))
             ended = time.monotonic()
-            load.stop()
-            result.throughput = load.busy_seconds(load.started, ended) / (replicas * (ended - load.started))
-            result.served = sum(1 for _, end in load.jobs if end <= ended)
+            jobs = load.stop()
+            result.throughput = busy_seconds(jobs, load.started, ended) / (replicas * (ended - load.started))
+            result.served = sum(1 for job in jobs if job["finished_at"] and job["finished_at"] <= ended)
+            result.waits = [wait / scaled * 60 for wait in queue_waits(jobs)]  # in scaled seconds
             result.calls = len(sim.github.calls()) - calls_before
             result.killed = len(sim.runners.jobs_killed)
+            lost = sum(1 for job in jobs if job["lost"])
+            if lost != result.killed:
+                raise AssertionError(f"GitHub recorded {lost} jobs lost, the runners {result.killed}")
             result.finished_pods_left = finished_pods(sim, name)
             return result
 
@@ -222,10 +243,11 @@ def main() -> None:
     parser.add_argument("--latency-jobs", type=int, default=30)
     args = parser.parse_args()
 
-    latencies = latency_phase(args.latency_jobs)
+    latencies, waits = latency_phase(args.latency_jobs)
     p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
     print(
-        f"refill latency at actions/runner's speed: {len(latencies)} refills, p50={p50:.2f} s p95={p95:.2f} s",
+        f"refill latency at actions/runner's speed: {len(latencies)} refills, p50={p50:.2f} s p95={p95:.2f} s; "
+        f"queue wait of {len(waits)} jobs p50={percentile(waits, 0.5):.2f} s p95={percentile(waits, 0.95):.2f} s",
         flush=True,
     )
 
@@ -236,7 +258,8 @@ def main() -> None:
         print(
             f"{label:<6} pool of {args.replicas}: throughput={r.throughput:.3f} of slots x time  "
             f"served={r.served} jobs  GitHub calls/served job={r.calls / max(r.served, 1):.3f}  jobs_lost={r.killed}  "
-            f"finished pods before an update at most {r.finished_pods_most}, after the hour {r.finished_pods_left}",
+            f"finished pods before an update at most {r.finished_pods_most}, after the hour {r.finished_pods_left}  "
+            f"queue wait p50={percentile(r.waits, 0.5):.0f} s p95={percentile(r.waits, 0.95):.0f} s (scaled)",
             flush=True,
         )
     print(
@@ -247,7 +270,9 @@ def main() -> None:
         flush=True,
     )
     print(
-        f"refill: p50_s={p50:.2f} p95_s={p95:.2f} throughput={refill.throughput:.3f} "
+        f"refill: p50_s={p50:.2f} p95_s={p95:.2f} wait_p50_s={percentile(refill.waits, 0.5):.1f} "
+        f"wait_p95_s={percentile(refill.waits, 0.95):.1f} today_wait_p95_s={percentile(today.waits, 0.95):.1f} "
+        f"throughput={refill.throughput:.3f} "
         f"renewal_recreated={refill.renewal_recreated} rotation_jobs_lost={refill.killed} "
         f"min_in_service={refill.min_in_service / floor:.2f} finished_pods_left={refill.finished_pods_left}"
     )

@@ -163,7 +163,7 @@ def running(wait_seconds: float = 0.0) -> dict[str, Any]:
 def environment(wait_seconds: float) -> str:
     """Shell lines that put the running simulator's settings where a program and the provider read them."""
     info = running(wait_seconds)
-    exports = " ".join(f"{name}={shlex.quote(str(info[key]))}" for name, key in ENVIRONMENT.items())
+    exports = " ".join(f"{name}={shlex.quote(str(info[key]))}" for name, key in ENVIRONMENT.items() if key in info)
     return f"export {exports}"
 
 
@@ -201,18 +201,28 @@ def job(action: str, runner_name: str, seconds: float | None = None, *, after_re
     return f"a job runs on {runner_name} {held}: GitHub answers RemoveRunner with 422 until it ends"
 
 
+def queue_jobs(labels: list[str], seconds: float, count: int, repository: str | None = None) -> str:
+    """Queue ``count`` jobs with ``runs-on: labels`` in the simulated repository (or ``repository``, a config.sh
+    --url of the same GitHub), each running ``seconds`` once a runner takes it; what was queued, in words."""
+    info = running()
+    payload = {"labels": labels, "duration_seconds": seconds, "count": count, "url": repository or info["github_url"]}
+    queued = _post(info, "jobs/queue", payload)
+    ids = ", ".join(str(job["id"]) for job in queued)
+    return (
+        f"{len(queued)} job(s) queued with runs-on [{', '.join(labels)}] for {seconds:g} s each (ids {ids}): GitHub "
+        "hands each to an idle runner with those labels, or to the scale set they name; `job list` shows them"
+    )
+
+
+def list_jobs() -> str:
+    """Every job of the running simulator, one JSON object per line: times, runner, and whether it was lost."""
+    return "\n".join(json.dumps(job) for job in _get(running(), "jobs"))
+
+
 def release(version: str, published_at: str | None) -> str:
     """Publish an actions/runner release on the running simulator's GitHub (``published_at`` RFC 3339, None: now);
     what it means for the runners, in words. NoSimulator when none runs or it refuses."""
-    info = running()
-    payload = {"version": version, "published_at": published_at}
-    try:
-        answer = requests.post(f"{control_url(info)}/releases", json=payload, timeout=REQUEST_SECONDS)
-    except requests.RequestException as error:
-        raise NoSimulator(f"the simulator at {control_url(info)} did not answer: {error}") from None
-    if answer.status_code >= 400:
-        raise NoSimulator(f"the simulator refused ({answer.status_code}): {answer.text.strip()}")
-    published = answer.json()
+    published = _post(running(), "releases", {"version": version, "published_at": published_at})
     return (
         f"actions/runner {published['version']} is published ({published['published_at']}): GitHub sends no jobs "
         f"to older runners after {published['older_runners_get_no_jobs_after']}"
@@ -234,6 +244,17 @@ def _refused(info: dict[str, Any], runner_name: str, wait_seconds: float) -> str
             return f"RemoveRunner of {runner_name} was answered 422 (busy) after {time.monotonic() - started:.0f} s: "
         time.sleep(POLL_SECONDS)
     raise NoSimulator(f"no RemoveRunner of {runner_name} was answered 422 within {wait_seconds:g} s; its job runs on")
+
+
+def _post(info: dict[str, Any], what: str, payload: dict[str, Any]) -> Any:
+    """POST to the control endpoint: its JSON answer; NoSimulator if it does not answer or refuses."""
+    try:
+        answer = requests.post(f"{control_url(info)}/{what}", json=payload, timeout=REQUEST_SECONDS)
+    except requests.RequestException as error:
+        raise NoSimulator(f"the simulator at {control_url(info)} did not answer: {error}") from None
+    if answer.status_code >= 400:
+        raise NoSimulator(f"the simulator refused ({answer.status_code}): {answer.text.strip()}")
+    return answer.json()
 
 
 def _get(info: dict[str, Any], what: str) -> Any:

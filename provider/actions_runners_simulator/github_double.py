@@ -36,8 +36,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from .actions_service import SERVICE_PREFIX, ActionsService
 from .github_apps import GitHubApps
+from .job_queue import FAILED_IN_QUEUE, QUEUE_LIMIT_SECONDS, Job, JobBook, run_json, scopes_for, takes
 from .runner_releases import RunnerReleases, parse_version
+from .runner_service import POOL_PATH, RunnerConnections
 
 API_PREFIX = "/api/v3"
 
@@ -59,6 +62,8 @@ _RUNNERS_ROUTE = re.compile(
     r"(?:/(?P<item>registration-token|remove-token|generate-jitconfig|\d+)(?P<labels>/labels)?)?"
 )
 _GROUPS_ROUTE = re.compile(r"/(?P<scope>orgs/[^/]+|enterprises/[^/]+)/actions/runner-groups")
+# The queue as the REST API shows it: a repository's workflow runs, and a run's jobs (job_queue.py).
+_RUNS_ROUTE = re.compile(r"/(?P<scope>repos/[^/]+/[^/]+)/actions/runs(?:/(?P<run_id>\d+)/jobs)?")
 # Public, as on github.com: answered without a credential, from the anonymous budget.
 _RELEASES_ROUTE = re.compile(r"/repos/actions/runner/releases(?P<latest>/latest)?")
 _RELEASE_DOCS = f"{_DOCS}/releases/releases"
@@ -108,6 +113,9 @@ class SessionOutcome(enum.Enum):
 # runner renews the lock every 60 s: JobDispatcher.cs:886).
 SESSION_EXPIRY_SECONDS = 300.0
 JOB_ABANDON_SECONDS = 600.0
+# A runner process elsewhere polls for messages (each poll up to 50 s) and renews its job's lock every 60 s: not
+# heard of for twice that, it is dead (the double's reading; GitHub's own threshold is not published).
+REMOTE_SILENCE_SECONDS = 120.0
 
 
 class _Unattached:
@@ -165,6 +173,10 @@ class _Runner:
     jit_used: bool = False  # a just-in-time config connects a runner once
     runner_group_id: int = 1  # the scope's Default group (a repository's runners are always there)
     version: str | None = None  # the actions/runner version it connected with (None: not known)
+    job: Job | None = None  # the job it runs
+    scale_set_id: int | None = None  # a scale set's runner (generatejitconfig of the Actions service)
+    runs_own_jobs: bool = False  # a runner process elsewhere, which reports its job's end (runner_service.py)
+    heard_at: float = 0.0  # such a runner's last poll or lock renewal (monotonic)
 
     def as_json(self) -> JsonObject:
         return {
@@ -179,8 +191,21 @@ class _Runner:
         }
 
 
+@dataclass(frozen=True)
+class _Start:
+    """A job handed to a runner: its listener is told outside the lock, then its end is scheduled."""
+
+    runner_id: int
+    listener: RunnerListener
+    ends_in: float | None  # None: the job runs until finished by name, or its runner reports its end
+
+
+def _no_job_event(kind: str, job: Job) -> None:
+    """What the registry tells of a job when no Actions service listens (see ScaleSets.job_event)."""
+
+
 class _RunnerRegistry:
-    """Registrations, registration tokens and running jobs, guarded by the double's one lock."""
+    """Registrations, registration tokens, the job queue and running jobs, guarded by the double's one lock."""
 
     def __init__(
         self,
@@ -190,8 +215,17 @@ class _RunnerRegistry:
         *,
         session_expiry: float = SESSION_EXPIRY_SECONDS,
         job_abandon: float = JOB_ABANDON_SECONDS,
+        refuses_jobs: Callable[[str | None], bool] = lambda _version: False,
+        queue_limit: float = QUEUE_LIMIT_SECONDS,
     ) -> None:
         self._lock = lock
+        self.remote_silence = REMOTE_SILENCE_SECONDS
+        self._refuses_jobs = refuses_jobs
+        self._queue_limit = queue_limit
+        self.jobs = JobBook()
+        # Told (lock held) of "JobStarted" and "JobCompleted" for jobs of a scale set, and of each job queued
+        # ("JobQueued"), so that the Actions service can route it to a scale set (actions_service.py).
+        self.job_event: Callable[[str, Job], None] = _no_job_event
         self._session_expiry = session_expiry
         self._job_abandon = job_abandon
         self._listing_order = listing_order
@@ -288,8 +322,13 @@ class _RunnerRegistry:
                     kept.stale_until,
                 )
                 registration.busy, registration.lock_until = kept.busy, kept.lock_until
+                registration.job, kept.job = kept.job, None
+            for runner in replaced:
+                self._lose_job(runner, "its runner's registration was taken over by config.sh --replace")
             self._runners[runner_id] = registration
+            starts = self._dispatch() if session else []
         _notify(runner.listener.removed for runner in replaced if runner.session == "live")
+        self._run(starts)
         return runner_id
 
     def open_session(self, scope: str, runner_id: int, listener: RunnerListener) -> SessionOutcome:
@@ -302,7 +341,9 @@ class _RunnerRegistry:
             if runner.session is not None:
                 return SessionOutcome.CONFLICT
             runner.session, runner.status, runner.listener = "live", "online", listener
-            return SessionOutcome.OPENED
+            starts = self._dispatch()
+        self._run(starts)
+        return SessionOutcome.OPENED
 
     def end_session(self, runner_id: int, *, gracefully: bool) -> None:
         """The listener ended its session (a stop it was told of): offline at once. Not ``gracefully`` (its
@@ -314,6 +355,7 @@ class _RunnerRegistry:
                 return
             runner.listener = _Unattached()
             if gracefully:
+                self._lose_job(runner, "its runner was stopped while it ran the job")
                 runner.session, runner.status, runner.busy = None, "offline", False
                 return
             runner.session, runner.stale_until = "stale", time.monotonic() + self._session_expiry
@@ -321,12 +363,27 @@ class _RunnerRegistry:
                 runner.lock_until = time.monotonic() + self._job_abandon
 
     def _settle(self, runner: _Runner) -> None:
-        """The lock is held. What GitHub has let lapse by now: a stale session, a dead runner's job lock."""
+        """The lock is held. What GitHub has let lapse by now: a stale session, a dead runner's job lock. A runner
+        process elsewhere that has not been heard of (no poll, no lock renewal) for REMOTE_SILENCE_SECONDS is
+        taken for dead from when it was last heard of."""
         now = time.monotonic()
+        if runner.runs_own_jobs and runner.session == "live" and now - runner.heard_at > self.remote_silence:
+            runner.listener, runner.session = _Unattached(), "stale"
+            runner.stale_until = runner.heard_at + self._session_expiry
+            if runner.busy:
+                runner.lock_until = runner.heard_at + self._job_abandon
         if runner.session == "stale" and now >= runner.stale_until:
             runner.session, runner.status = None, "offline"
         if runner.lock_until and now >= runner.lock_until:
+            self._lose_job(runner, "its runner died while it ran the job, and GitHub abandoned it")
             runner.busy, runner.lock_until = False, 0.0
+
+    def _lose_job(self, runner: _Runner, why: str) -> None:
+        """The lock is held. The job the runner ran is lost, and recorded so."""
+        job, runner.job = runner.job, None
+        if job is not None and job.finished_at is None:
+            job.finish(time.monotonic(), conclusion="failure", lost=True, why=why)
+            self.job_event("JobCompleted", job)
 
     def _new_runner_id(self) -> int:
         """The lock is held."""
@@ -357,8 +414,58 @@ class _RunnerRegistry:
             self._runners[runner_id] = runner
             return runner.as_json(), secret
 
+    def create_scale_set_runner(
+        self, scope: str, name: str, scale_set_id: int, group_id: int, labels: Sequence[str]
+    ) -> tuple[int, str] | None:
+        """A scale set's generatejitconfig: an offline ephemeral registration with the set's labels and group;
+        (id, the secret its config carries), or None if the name is taken in the scope."""
+        created = self.create_jit(scope, name, labels, group_id)
+        if created is None:
+            return None
+        with self._lock:
+            self._runners[created[0]["id"]].scale_set_id = scale_set_id
+        return created[0]["id"], created[1]
+
+    def scale_set_runners(self, scale_set_id: int) -> list[JsonObject]:
+        """The lock is held. A scale set's registrations, as the REST API lists them."""
+        runners = [r for r in self._runners.values() if r.scale_set_id == scale_set_id]
+        for runner in runners:
+            self._settle(runner)
+        return [runner.as_json() for runner in runners]
+
+    def remove_idle_scale_set_runners(self, scale_set_id: int) -> list[Callable[[], None]]:
+        """The lock is held. A deleted scale set's idle registrations go; busy ones finish their job (and go, being
+        ephemeral). The listeners to tell, outside the lock."""
+        idle = [r for r in self._runners.values() if r.scale_set_id == scale_set_id and not r.busy]
+        for runner in idle:
+            del self._runners[runner.id]
+        return [runner.listener.removed for runner in idle]
+
+    def runners_of(self, scope: str) -> list[JsonObject]:
+        """The scope's registrations with the scale set each belongs to (None: none), for the agents' look-up."""
+        with self._lock:
+            runners = [r for r in self._runners.values() if r.scope == scope]
+            for runner in runners:
+                self._settle(runner)
+            return [runner.as_json() | {"scale_set_id": runner.scale_set_id} for runner in runners]
+
+    def registration_token_valid(self, scope: str, token: str) -> bool:
+        with self._lock:
+            try:
+                self._check_token(scope, token)
+            except RegistrationRefused:
+                return False
+            return True
+
     def connect_jit(
-        self, scope: str, runner_id: int, secret: str, listener: RunnerListener, version: str | None = None
+        self,
+        scope: str,
+        runner_id: int,
+        secret: str,
+        listener: RunnerListener,
+        version: str | None = None,
+        *,
+        runs_own_jobs: bool = False,
     ) -> None:
         """``run.sh --jitconfig``: the registration comes online once; messages never quote the config."""
         with self._lock:
@@ -373,7 +480,9 @@ class _RunnerRegistry:
             if runner.jit_used:
                 raise RegistrationRefused(f"this JIT config (runner {runner.name!r}) was used already")
             runner.jit_used, runner.status, runner.listener, runner.session = True, "online", listener, "live"
-            runner.version = version
+            runner.version, runner.runs_own_jobs, runner.heard_at = version, runs_own_jobs, time.monotonic()
+            starts = self._dispatch()
+        self._run(starts)
 
     def _check_token(self, scope: str, token: str) -> None:
         issued_scope, expires = self._tokens.get(token, (None, 0.0))
@@ -413,6 +522,7 @@ class _RunnerRegistry:
         with self._lock:
             runner = self._runners.get(runner_id)
             if runner is not None:
+                self._lose_job(runner, "its runner stopped while it ran the job")
                 runner.status, runner.busy, runner.session, runner.lock_until = "offline", False, None, 0.0
 
     def start_job(
@@ -420,31 +530,100 @@ class _RunnerRegistry:
         runner_name: str,
         duration_seconds: float | None,
         scope: str | None,
-        refuses_jobs: Callable[[str | None], bool] = lambda _version: False,
     ) -> None:
-        """``duration_seconds`` None: the job runs until `finish_job`. ``refuses_jobs``: whether GitHub sends a
-        runner of a version no jobs, so that none goes to it even before its run.sh exits: GitHub stops offering
-        jobs to a runner 30 days behind a newer release (community discussion #194762, summarized in
-        ../shared/reference/runner-versions.md), whether or not the runner has noticed yet."""
+        """A job straight to the named runner, queued and started at once. ``duration_seconds`` None: it runs
+        until `finish_job`. None goes to a runner of a version GitHub sends no jobs, even before its run.sh
+        exits: GitHub stops offering jobs to a runner 30 days behind a newer release (community discussion
+        #194762, summarized in ../shared/reference/runner-versions.md), whether or not the runner has noticed."""
         with self._lock:
             named = [r for r in self._runners.values() if r.name == runner_name and scope in (None, r.scope)]
             for each in named:
                 self._settle(each)
             # Only a listener takes a job: a stale session is listed online, but nothing there asks for work.
             runner = next(
-                (r for r in named if r.session == "live" and not r.busy and not refuses_jobs(r.version)), None
+                (r for r in named if r.session == "live" and not r.busy and not self._refuses_jobs(r.version)), None
             )
             if runner is None:
                 raise LookupError(
                     f"no online idle runner named {runner_name!r} that GitHub sends jobs to in {scope or 'any scope'}"
                 )
-            runner.busy = True
-            runner_id, listener = runner.id, runner.listener
-        _notify([listener.job_started])
-        with self._lock:  # scheduled only now, so that job_finished cannot overtake job_started
-            if duration_seconds is None:
-                return
-            heapq.heappush(self._job_ends, (time.monotonic() + duration_seconds, runner_id))
+            # A job belongs to a repository: for a runner of an organization or enterprise, one named "ci" of it.
+            job_scope = runner.scope if runner.scope.startswith("repos/") else f"repos/{runner.scope.split('/')[1]}/ci"
+            custom = tuple(label["name"] for label in runner.labels if label["type"] == "custom")
+            (job,) = self.jobs.add_run(job_scope, custom, duration_seconds, 1, time.monotonic())
+            job.scale_set_id = runner.scale_set_id
+            start = self._begin(job, runner)
+        self._run([start])
+
+    def queue(self, scope: str, runs_on: Sequence[str], duration: float | None, count: int) -> list[Job]:
+        """A workflow run of ``count`` jobs queued in a repository (``repos/OWNER/REPO``); each goes to an idle
+        runner that may take it, now or when one comes, in queue order."""
+        scopes_for(scope)
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        with self._lock:
+            jobs = self.jobs.add_run(scope, runs_on, duration, count, time.monotonic())
+            for job in jobs:
+                self.job_event("JobQueued", job)
+            starts = self._dispatch()
+        self._run(starts)
+        return jobs
+
+    def dispatch(self) -> None:
+        """Hand queued jobs to the runners that may take them now (after a scale set acquired some)."""
+        with self._lock:
+            starts = self._dispatch()
+        self._run(starts)
+
+    def _dispatch(self) -> list[_Start]:
+        """The lock is held. Each queued job, oldest first, to an idle online runner that may take it: one of its
+        scale set's once that set has acquired it, else one with all its labels. A job waiting longer than
+        GitHub's limit fails."""
+        now = time.monotonic()
+        starts = []
+        for job in self.jobs.queued():
+            if now - job.queued_at >= self._queue_limit:
+                job.finish(now, conclusion="failure", why=FAILED_IN_QUEUE)
+                self.job_event("JobCompleted", job)
+                continue
+            if job.scale_set_id is not None and job.acquired_at is None:
+                continue
+            runner = self._idle_runner_for(job)
+            if runner is not None:
+                starts.append(self._begin(job, runner))
+        return starts
+
+    def _idle_runner_for(self, job: Job) -> _Runner | None:
+        """The lock is held. The oldest registration that may take the job now (GitHub documents no order)."""
+        scopes = scopes_for(job.scope)
+        for runner in self._runners.values():
+            if runner.scope not in scopes or runner.scale_set_id != job.scale_set_id:
+                continue
+            self._settle(runner)
+            if runner.session != "live" or runner.busy or self._refuses_jobs(runner.version):
+                continue
+            if job.scale_set_id is not None or takes(job.runs_on, [label["name"] for label in runner.labels]):
+                return runner
+        return None
+
+    def _begin(self, job: Job, runner: _Runner) -> _Start:
+        """The lock is held. The runner takes the job."""
+        runner.busy, runner.job = True, job
+        job.start(runner.id, runner.name, runner.runner_group_id, time.monotonic())
+        if job.scale_set_id is not None:
+            self.job_event("JobStarted", job)
+        return _Start(runner.id, runner.listener, None if runner.runs_own_jobs else job.duration)
+
+    def _run(self, starts: Sequence[_Start]) -> None:
+        """Tell each runner of its job, then schedule the job's end: so that job_finished cannot overtake
+        job_started."""
+        _notify(start.listener.job_started for start in starts)
+        timed = [(start.ends_in, start.runner_id) for start in starts if start.ends_in is not None]
+        if not timed:
+            return
+        with self._lock:
+            for ends_in, runner_id in timed:
+                heapq.heappush(self._job_ends, (time.monotonic() + ends_in, runner_id))
             if self._clock_thread is None:
                 self._clock_thread = threading.Thread(target=self._end_jobs, name="github-double-jobs", daemon=True)
                 self._clock_thread.start()
@@ -460,7 +639,9 @@ class _RunnerRegistry:
                     return
                 _, runner_id = heapq.heappop(self._job_ends)
                 callbacks = self._end_job(runner_id)
+                starts = self._dispatch()
             _notify(callbacks)
+            self._run(starts)
 
     def lose_assignment(self, runner_name: str, scope: str | None) -> int:
         """A job is assigned to the named idle ephemeral runner, which consumes its registration, and is gone
@@ -485,13 +666,68 @@ class _RunnerRegistry:
             if not busy:
                 raise LookupError(f"no runner named {runner_name!r} is running a job in {scope or 'any scope'}")
             callbacks = [callback for runner_id in busy for callback in self._end_job(runner_id)]
+            starts = self._dispatch()
         _notify(callbacks)
+        self._run(starts)
 
-    def _end_job(self, runner_id: int) -> list[Callable[[], None]]:
+    def complete_job(self, runner_id: int, conclusion: str | None = None) -> bool:
+        """A runner process elsewhere reports its job done (runner_service.py); False if it ran none."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is None or runner.job is None:
+                return False
+            callbacks = self._end_job(runner_id, conclusion)
+            starts = self._dispatch()
+        _notify(callbacks)
+        self._run(starts)
+        return True
+
+    def connect_remote(self, runner_id: int, secret: str, listener: RunnerListener, version: str | None) -> str | None:
+        """A runner process elsewhere connects with a JIT config (runner_service.py): it reports its jobs' ends
+        and renews their locks itself. The refusal, in the runner's words, or None."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            scope = runner.scope if runner is not None else ""
+        try:
+            self.connect_jit(scope, runner_id, secret, listener, version, runs_own_jobs=True)
+        except RegistrationRefused as refused:
+            return str(refused)
+        return None
+
+    def note_heard(self, runner_id: int) -> None:
+        """The lock is held. A runner process elsewhere polled for messages."""
+        runner = self._runners.get(runner_id)
+        if runner is not None:
+            runner.heard_at = time.monotonic()
+
+    def renew_job_lock(self, runner_id: int) -> str | None:
+        """A runner process renews the lock of the job it runs: the time it is locked until (RFC 3339), or None
+        if it runs none."""
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            if runner is None or runner.job is None:
+                return None
+            runner.heard_at = time.monotonic()
+            until = datetime.now(UTC) + timedelta(seconds=self._job_abandon)
+            return until.isoformat(timespec="seconds")
+
+    def job_of(self, runner_id: int) -> Job | None:
+        with self._lock:
+            runner = self._runners.get(runner_id)
+            return None if runner is None else runner.job
+
+    def _end_job(self, runner_id: int, conclusion: str | None = None) -> list[Callable[[], None]]:
         runner = self._runners.get(runner_id)
         if runner is None or not runner.busy or runner.lock_until:
             return []  # the runner stopped, died or was replaced meanwhile, and its job went with it
         runner.busy = False
+        job, runner.job = runner.job, None
+        if job is not None:
+            cancelled = conclusion == "cancelled"  # by its runner's stop: lost
+            why = "its runner was stopped while it ran the job" if cancelled else None
+            job.finish(time.monotonic(), conclusion=conclusion or "success", lost=cancelled, why=why)
+            if job.scale_set_id is not None:
+                self.job_event("JobCompleted", job)
         if not runner.ephemeral:
             return [runner.listener.job_finished]
         del self._runners[runner_id]
@@ -840,6 +1076,11 @@ class _TrafficPolicy:
             self._hang_ups.clear()
         return unused
 
+    def take_fault(self, method: str, path: str) -> _Injection | None:
+        """The injected fault the request meets, if any (for the paths no REST budget gates)."""
+        with self._lock:
+            return _take(self._faults, method, path)
+
     def hang_up_for(self, method: str, path: str) -> int | None:
         """RESET or LOST_ANSWER if the request's connection is to close without an answer."""
         with self._lock:
@@ -983,7 +1224,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
-        if reply.body is None:  # a 204, which must carry neither body nor Content-Length
+        if reply.body is None:  # a 204 must carry neither body nor Content-Length; a 202 (an empty poll) has none
+            if reply.status != HTTPStatus.NO_CONTENT:
+                self.send_header("Content-Length", "0")
             self.end_headers()
             return
         payload = json.dumps(reply.body).encode()
@@ -998,7 +1241,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: `GitHubDouble.calls` is the record."""
 
 
-def _decode_jit_config(encoded: str) -> JsonObject:
+def decode_jit_config(encoded: str) -> JsonObject:
     """What `GitHubDouble._generate_jitconfig` encoded; RegistrationRefused, never quoting it, if it is not."""
     try:
         config = json.loads(base64.b64decode(encoded, validate=True))
@@ -1040,6 +1283,7 @@ class GitHubDouble:
         session_expiry_seconds: float = SESSION_EXPIRY_SECONDS,
         job_abandon_seconds: float = JOB_ABANDON_SECONDS,
         runner_releases: Iterable[tuple[str, str]] | None = None,
+        queue_limit_seconds: float = QUEUE_LIMIT_SECONDS,
     ) -> None:
         """Budgets are per credential. The limits default to GitHub's documented ones; "per minute" means per
         ``window_seconds`` and "per hour" per ``rate_limit_window_seconds``, so a benchmark can scale time down
@@ -1049,15 +1293,22 @@ class GitHubDouble:
         runner listings page in (see ListingOrder). ``session_expiry_seconds`` and ``job_abandon_seconds``: what a
         runner that died leaves behind lasts that long (see SESSION_EXPIRY_SECONDS). ``runner_releases``: the
         actions/runner releases, (version, published_at) pairs (None: runner_releases.DEFAULT_RELEASE); `releases`
-        publishes more while the double runs, and GitHub's version policy follows them (runner_releases.py)."""
+        publishes more while the double runs, and GitHub's version policy follows them (runner_releases.py).
+        ``queue_limit_seconds``: how long a queued job waits for a runner before it fails (GitHub's 24 hours)."""
         read_only = tuple(read_only_credentials)
         self._read_only = frozenset(read_only)
         credentials = (*credentials, *read_only)
-        lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
+        lock = self._lock = threading.Lock()  # the one lock, shared by the registry and the traffic policy
         self._token_lifetime = token_lifetime
         self.releases = RunnerReleases(runner_releases)
         self._registry = _RunnerRegistry(
-            lock, token_lifetime, listing_order, session_expiry=session_expiry_seconds, job_abandon=job_abandon_seconds
+            lock,
+            token_lifetime,
+            listing_order,
+            session_expiry=session_expiry_seconds,
+            job_abandon=job_abandon_seconds,
+            refuses_jobs=self.refuses_jobs,
+            queue_limit=queue_limit_seconds,
         )
         secondary_limits = _SecondaryLimits(
             max_concurrent_requests,
@@ -1071,6 +1322,8 @@ class GitHubDouble:
             lock, credentials, rate_limit_per_hour, rate_limit_window_seconds, secondary_limits
         )
         self.apps = GitHubApps(token_lifetime=3600.0)  # GitHub Apps: add_app, and their installation tokens
+        self.service = ActionsService(lock, self._registry, self._remember)  # runner scale sets (actions_service.py)
+        self.runner_connections = RunnerConnections(lock, self._registry)  # runner processes (runner_service.py)
         self._server: _Server | None = None
         self._issued: list[str] = []
         self._issued_lock = threading.Lock()
@@ -1085,6 +1338,7 @@ class GitHubDouble:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self.api_url = self.url + API_PREFIX
         self.apps.api_url = self.api_url
+        self.service.base_url = self.url + SERVICE_PREFIX
         serve = functools.partial(self._server.serve_forever, poll_interval=0.05)  # so that stop() is quick
         threading.Thread(target=serve, name="github-double-http", daemon=True).start()
         return self
@@ -1097,6 +1351,8 @@ class GitHubDouble:
             server.shutdown()
             server.server_close()
             self._registry.close()
+            self.service.close()
+            self.runner_connections.close()
 
     # --- the runner side, in-process ---
 
@@ -1144,14 +1400,20 @@ class GitHubDouble:
         return self._registry.add_runner_group(scope, name)
 
     def connect_jit_runner(
-        self, *, github_url: str, encoded_jit_config: str, listener: RunnerListener, version: str | None = None
+        self,
+        *,
+        github_url: str | None,
+        encoded_jit_config: str,
+        listener: RunnerListener,
+        version: str | None = None,
     ) -> int:
-        """``./run.sh --jitconfig``: the registration that generate-jitconfig made comes online, for one job.
-        Refused if that registration is gone, the config was used before, or it is for another server or scope,
-        or if the runner's ``version`` is below the minimum GitHub lets connect."""
-        scope = self._scope_of(github_url)
+        """``./run.sh --jitconfig``: the registration that generate-jitconfig (REST, or a scale set's) made comes
+        online, for one job. Refused if that registration is gone, the config was used before, or it is for
+        another server or scope (``github_url`` None: the config's own, as a runner given only the config), or if
+        the runner's ``version`` is below the minimum GitHub lets connect."""
         self._check_version(version)
-        config = _decode_jit_config(encoded_jit_config)
+        config = decode_jit_config(encoded_jit_config)
+        scope = config["scope"] if github_url is None else self._scope_of(github_url)
         if (config["server"], config["scope"]) != (self.url, scope):
             raise RegistrationRefused(
                 f"JIT config was issued by {config['server']} for {config['scope']}, not by {self.url} for {scope}"
@@ -1186,7 +1448,22 @@ class GitHubDouble:
     def start_job(self, runner_name: str, duration_seconds: float | None, *, scope: str | None = None) -> None:
         """An online idle runner takes a job for ``duration_seconds`` (None: until `finish_job`); LookupError if
         there is none."""
-        self._registry.start_job(runner_name, duration_seconds, scope, self.refuses_jobs)
+        self._registry.start_job(runner_name, duration_seconds, scope)
+
+    def queue_jobs(
+        self, repository_url: str, runs_on: Sequence[str], duration_seconds: float | None, *, count: int = 1
+    ) -> list[JsonObject]:
+        """A workflow run of ``count`` jobs with ``runs-on: runs_on`` queued in the repository of
+        ``repository_url`` (as config.sh's --url names it); GitHub hands each to an idle runner that has its
+        labels, or to the scale set it names, in queue order. Their records (`jobs`)."""
+        scope = self._scope_of(repository_url)
+        return [job.record() for job in self._registry.queue(scope, runs_on, duration_seconds, count)]
+
+    def jobs(self, status: str | None = None) -> list[JsonObject]:
+        """Every job so far (or those of a ``status``: queued, in_progress, completed), oldest first, with its
+        times, its runner and whether it was lost."""
+        with self._lock:
+            return [job.record() for job in self._registry.jobs.all() if status in (None, job.status)]
 
     def finish_job(self, runner_name: str, *, scope: str | None = None) -> None:
         """End the job the named runner runs now (a held one); LookupError if it runs none."""
@@ -1267,16 +1544,20 @@ class GitHubDouble:
         if url.path.startswith("/_simulator/"):
             return self._answer_control(method, url.path, body)
         is_api = url.path.startswith(API_PREFIX + "/")
+        is_service = url.path.startswith(SERVICE_PREFIX + "/")
         path = url.path.removeprefix(API_PREFIX) if is_api else url.path
         entry = self._traffic.log(method, path, url.query, headers)
         request_id = _request_id()
-        hang_up = self._traffic.hang_up_for(method, path) if is_api else None
+        hang_up = self._traffic.hang_up_for(method, path) if is_api or is_service else None
         if hang_up == RESET:
             self._traffic.record_status(entry, 0)
             return _HANG_UP
-        reply = (
-            self._answer_api(method, path, url.query, headers, body, request_id) if is_api else _error(404, "Not Found")
-        )
+        if is_service:
+            reply = self._answer_service(method, path, url.query, headers, body)
+        elif is_api:
+            reply = self._answer_api(method, path, url.query, headers, body, request_id)
+        else:
+            reply = _error(404, "Not Found")
         if hang_up == LOST_ANSWER:
             self._traffic.record_status(entry, 0)
             return _HANG_UP
@@ -1284,10 +1565,37 @@ class GitHubDouble:
         self._traffic.record_status(entry, reply.status)
         return reply
 
+    def _answer_service(self, method: str, path: str, query: str, headers: Message, body: bytes) -> _Reply:
+        """The Actions service (actions_service.py), after the delays and faults injected for its paths; it has
+        no REST rate budget of GitHub's (its own limits are not published)."""
+        time.sleep(self._traffic.delay_for(method, path))
+        fault = self._traffic.take_fault(method, path)
+        if fault is not None:
+            retry_after = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
+            return _Reply(fault.status, {"message": HTTPStatus(fault.status).phrase}, retry_after)
+        route = path.removeprefix(SERVICE_PREFIX)
+        runner_call = route.removeprefix(f"/{POOL_PATH}/")
+        if runner_call != route and runner_call.split("/")[0] in ("sessions", "messages", "jobrequests"):
+            status, answer, answer_headers = self.runner_connections.answer(
+                method, runner_call, query, headers.get("Authorization"), body
+            )
+        else:
+            status, answer, answer_headers = self.service.answer(
+                method, route, query, headers.get("Authorization"), headers, body
+            )
+        return _Reply(status, answer, answer_headers)
+
     def _answer_api(self, method: str, path: str, query: str, headers: Message, body: bytes, request_id: str) -> _Reply:
         """Serve a REST request; it counts as in flight from arrival, through any injected delay. An App's JWT
         reaches only the App endpoints; an installation token counts against its installation's budgets and
         reaches the scopes of its installation's account only."""
+        if (method, path) == ("POST", "/actions/runner-registration"):
+            time.sleep(self._traffic.delay_for(method, path))
+            fault = self._traffic.take_fault(method, path)
+            if fault is not None:
+                return _error(fault.status, HTTPStatus(fault.status).phrase)
+            status, answer, _ = self.service.register(headers.get("Authorization"), body, self._scope_of)
+            return _Reply(status, answer)
         credential = _credential(headers.get("Authorization"))
         app_answer = self.apps.answer(method, path, credential)
         if app_answer is not None:
@@ -1299,7 +1607,7 @@ class GitHubDouble:
         if grant is not None:
             credential = grant.principal
             self._traffic.admit(credential)
-            match = _RUNNERS_ROUTE.fullmatch(path) or _GROUPS_ROUTE.fullmatch(path)
+            match = _RUNNERS_ROUTE.fullmatch(path) or _GROUPS_ROUTE.fullmatch(path) or _RUNS_ROUTE.fullmatch(path)
             if match is not None and match["scope"].split("/")[1].lower() != grant.account.lower():
                 return _error(403, "Resource not accessible by integration", _RUNNER_DOCS)
         too_many = self._traffic.enter(path, credential, request_id)
@@ -1323,6 +1631,9 @@ class GitHubDouble:
         groups = _GROUPS_ROUTE.fullmatch(path)
         if method == "GET" and groups is not None:
             return self._list_runner_groups(groups["scope"], query)
+        runs = _RUNS_ROUTE.fullmatch(path)
+        if method == "GET" and runs is not None:
+            return self._list_runs(runs["scope"], runs["run_id"], query)
         match = _RUNNERS_ROUTE.fullmatch(path)
         if match is None or (match["labels"] and not (match["item"] or "").isdigit()):
             return _error(404, "Not Found")
@@ -1353,6 +1664,10 @@ class GitHubDouble:
                 return _error(422, f'Bad request - Runner "{name}" is still running a job"', documentation_url)
             return _Reply(204)
         return _error(404, "Not Found")
+
+    def _remember(self, credential: str) -> None:
+        with self._issued_lock:
+            self._issued.append(credential)
 
     def _handed_out(self, reply: _Reply, key: str) -> _Reply:
         """Remember the credential a reply carries, so a soak or test can look for it where none may be."""
@@ -1421,6 +1736,24 @@ class GitHubDouble:
     def _list_runners(self, scope: str, query: str) -> _Reply:
         runners = self._registry.select(scope, dict(parse_qsl(query)).get("name"))
         return self._page(f"/{scope}/actions/runners", query, "runners", runners)
+
+    def _list_runs(self, scope: str, run_id: str | None, query: str) -> _Reply:
+        """A repository's workflow runs, newest first, filtered by ``status`` as GitHub filters them; or one run's
+        jobs. Both paginated."""
+        self._registry.dispatch()  # a job past GitHub's queue limit is listed failed, as GitHub would show it
+        groups = dict(self._registry.runner_groups(f"orgs/{scope.split('/')[1]}"))
+        with self._lock:
+            runs = self._registry.jobs.runs(scope)
+            if run_id is not None:
+                jobs = runs.get(int(run_id))
+                if jobs is None:
+                    return _error(404, "Not Found", f"{_DOCS}/actions/workflow-jobs#list-jobs-for-a-workflow-run")
+                listed = [job.rest_json(self.api_url, groups.get(job.runner_group_id or 0)) for job in jobs]
+                return self._page(f"/{scope}/actions/runs/{run_id}/jobs", query, "jobs", listed)
+            listed = [run_json(self.api_url, number, jobs) for number, jobs in runs.items()]
+        wanted = dict(parse_qsl(query)).get("status")  # a status or a conclusion, as GitHub's filter takes
+        listed = [run for run in listed if wanted in (None, run["status"], run["conclusion"])]
+        return self._page(f"/{scope}/actions/runs", query, "workflow_runs", listed)
 
     def _list_runner_groups(self, scope: str, query: str) -> _Reply:
         """An organization's or enterprise's runner groups, as GitHub lists them (by id, paginated)."""
@@ -1492,6 +1825,20 @@ class GitHubDouble:
             except LookupError as error:
                 return _Reply(409, {"message": str(error)})
             return _Reply(201, {"runner_name": name, "duration_seconds": duration})
+        if (method, path) == ("POST", "/_simulator/jobs/queue"):
+            labels, count = [str(label) for label in payload["labels"]], int(payload.get("count", 1))
+            seconds = payload["duration_seconds"]
+            try:
+                queued = self.queue_jobs(
+                    payload["url"], labels, None if seconds is None else float(seconds), count=count
+                )
+            except RegistrationRefused as refused:
+                return _Reply(400, {"message": str(refused)})
+            return _Reply(201, queued)
+        if (method, path) == ("GET", "/_simulator/scale-sets"):
+            return _Reply(200, self.service.scale_sets())
+        if (method, path) == ("GET", "/_simulator/jobs"):
+            return _Reply(200, self.jobs())
         if (method, path) == ("POST", "/_simulator/jobs/finish"):
             try:
                 self.finish_job(payload["runner_name"], scope=payload.get("scope"))

@@ -94,6 +94,7 @@ class RunnerTimings:
     slow_removal_seconds: float = 660.0  # the slow path: 10 token-refresh retries, then a relaunch
     relaunch_seconds: float = 5.0  # run-helper: listener code 2, re-launched after 5 s
     stop_seconds: float = 1.0  # SIGTERM to exit for an idle listener (it waits up to 30 s for a job's end)
+    lock_renewal_seconds: float = 60.0  # a running job's lock is renewed that often (JobDispatcher.cs:886)
 
     def faster(self, speedup: float) -> RunnerTimings:
         """Every duration divided by ``speedup`` (counts stay)."""
@@ -313,7 +314,7 @@ class SimulatedRunners:
                 self._dockers[(process.namespace, process.name)] = ready
             _after(self.docker_boot_seconds, ready.set)
             return
-        jit = {f"{INPUT}JITCONFIG", f"{INPUT}URL"} <= process.env.keys()
+        jit = f"{INPUT}JITCONFIG" in process.env  # the config names its server and scope (a scale set's: alone)
         if not jit and not {f"{INPUT}NAME", f"{INPUT}TOKEN", f"{INPUT}URL"} <= process.env.keys():
             return
         runner = _RunnerProcess(process)
@@ -598,7 +599,7 @@ class SimulatedRunners:
         """A just-in-time runner is registered already (ephemeral, named and labelled by GitHub): it only connects."""
         env = runner.process.env
         return self._github.connect_jit_runner(
-            github_url=env[f"{INPUT}URL"],
+            github_url=env.get(f"{INPUT}URL"),  # a scale set's runner is given its config alone
             encoded_jit_config=env[f"{INPUT}JITCONFIG"],
             listener=listener,
             version=image_version(runner.process.image),

@@ -49,6 +49,7 @@ class Simulator:
         app_token_lifetime: float = 3600.0,
         listing_order: ListingOrder = "id",
         runner_releases: list[tuple[str, str]] | None = None,
+        kubernetes: bool = True,
     ) -> None:
         """``namespaces`` are made at start (a program that makes its own namespace needs none); ``api_server``
         is a running one to borrow (reset at stop), else the simulator starts its own. Without ``fault_proxy``
@@ -62,7 +63,8 @@ class Simulator:
         GitHub's session and job-lock expiries with it, that many times as fast: every behaviour of actions/runner
         stays (runner.py), only sooner, so that a test bed need not wait minutes for a stale session to lapse.
         ``runner_releases``: the actions/runner releases GitHub lists, (version, published_at) pairs (see
-        runner_releases.py; more are published with ``github.releases.publish``)."""
+        runner_releases.py; more are published with ``github.releases.publish``). Without ``kubernetes`` only
+        GitHub runs (no API server, no kubeconfig): enough for an autoscaler whose runners are processes."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             read_only_credentials=(READ_ONLY_CREDENTIAL,),
@@ -90,6 +92,8 @@ class Simulator:
             crash_loop=CrashLoopBackOff().faster(runner_speedup),
             fault_proxy=fault_proxy,
         )
+        self.kubernetes = kubernetes
+        self.kubeconfig: Path | None = None
         self.credential = CREDENTIAL
         self.read_only_credential = READ_ONLY_CREDENTIAL
         self.namespace = namespaces[0] if namespaces else "actions-runners"
@@ -155,6 +159,8 @@ class Simulator:
 
     def start(self) -> Simulator:
         self.github.start()
+        if not self.kubernetes:
+            return self
         try:
             self.kube.start()
         except BaseException:
@@ -165,7 +171,8 @@ class Simulator:
 
     def stop(self) -> None:
         try:
-            self.kube.stop()
+            if self.kubernetes:
+                self.kube.stop()
         finally:
             self.github.stop()
             if self._tempdir is not None:

@@ -1,6 +1,8 @@
 """The binaries of the test bed: the pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes,
 actionlint (for the workflow in programs/gitops), Pulumi's YAML language host (for programs/yaml), and our own
-Node.js, Go and .NET hosts (for programs/typescript and `pulumi package gen-sdk`).
+Node.js, Go and .NET hosts (for programs/typescript and `pulumi package gen-sdk`), and two programs on the
+`scaleset` crate (a client of the runner scale set protocol no one here wrote, and the crate's example
+autoscaler) that the tests point at the simulator's Actions service.
 
 Each comes from an environment variable naming its folder, else from its tools/*/build.sh in a checkout (found
 on PATH or built once into a cache), else from PATH. Those named in one call are built concurrently, so a fresh
@@ -84,6 +86,13 @@ TOOLS = {
         "the Node.js and Go language hosts",
         67,
     ),
+    "scaleset-client": Tool(
+        "SCALESET_CLIENT_DIR",
+        "tools/scaleset-client/build.sh",
+        "scaleset-client",
+        "scaleset-client and scaleset-autoscaler, two programs on the scaleset crate (tools/scaleset-client)",
+        97,
+    ),
 }
 # A build script that builds says so on its first line (tools/cache.sh's build_into); one that finds its tool
 # prints nothing there and exits within a second or two.
@@ -159,8 +168,9 @@ class ToolBuilds:
                 longest = max(TOOLS[name].cold_build_seconds for name, _, _ in builds)
                 together = " for them all (they build at once)" if len(builds) > 1 else ""
                 print(
-                    f"Building from Go modules, once, into {builds[0][2]}: {listed}. With empty Go caches on 2 cores, "
-                    f"expect about {_minutes(longest)}{together}; less with Go's caches warm. Later runs find them "
+                    f"Building from Go modules and Rust crates, once, into {builds[0][2]}: {listed}. With empty Go "
+                    f"and Cargo caches on 2 cores, expect about {_minutes(longest)}{together}; less with the caches "
+                    "warm. Later runs find them "
                     "in under a second.",
                     file=sys.stderr,
                     flush=True,
