@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.kube_config import FileOrData, KubeConfigMerger
 from yaml import YAMLError
 
 from ..kube.client import DEFAULT_KUBECONFIG, KubeClient, KubeconfigNotFound, kubeconfig_file
+from ..kube.library import kubernetes
 from ..kube.manifests import OWNER_LABEL
 from ..unknowns import is_unknown
 
@@ -41,8 +40,13 @@ IN_CLUSTER = "in-cluster"  # the service's address (10.96.0.1, say) is the same 
 _PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL)
 _RECORDED = re.compile(r"^(?P<address>\S+)(?: \(CA sha256:(?P<ca>[0-9a-f]+)\))?$")
 _DEFAULT_PORTS = {"https": 443, "http": 80}
-# No kubeconfig, or one the client could not read either (it then says why, when the call connects).
-_UNKNOWABLE = (KubeconfigNotFound, ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, YAMLError)
+
+
+def _unknowable() -> tuple[type[Exception], ...]:
+    """What reading a kubeconfig may raise that leaves its cluster unknown here: no kubeconfig, or one the client
+    could not read either (it then says why, when the call connects)."""
+    config_exception = kubernetes().config.config_exception.ConfigException
+    return (KubeconfigNotFound, config_exception, OSError, ValueError, TypeError, KeyError, AttributeError, YAMLError)
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def cluster_of(kubeconfig: Any) -> str | None:
     try:
         path = kubeconfig_file(kubeconfig)
         identity = _in_cluster() if path is None else _current_cluster(path)
-    except _UNKNOWABLE:
+    except _unknowable():
         return None
     return str(identity)
 
@@ -145,11 +149,12 @@ def _named_by(kubeconfig: str | None) -> str:
 
 def _current_cluster(path: str) -> Cluster:
     """As the Kubernetes client reads the file (or KUBECONFIG's list of files, merged): its current context's."""
-    merged = KubeConfigMerger(path).config
+    kube_config = kubernetes().config.kube_config
+    merged = kube_config.KubeConfigMerger(path).config
     context = merged["contexts"].get_with_name(merged["current-context"])["context"]
     cluster = merged["clusters"].get_with_name(context["cluster"])["cluster"]
     base = os.path.dirname(os.path.abspath(cluster.path)) if cluster.path else ""
-    ca = FileOrData(cluster, "certificate-authority", file_base_path=base).as_data()
+    ca = kube_config.FileOrData(cluster, "certificate-authority", file_base_path=base).as_data()
     return Cluster(_address(cluster["server"]), _fingerprint(base64.standard_b64decode(ca)) if ca else None)
 
 

@@ -10,13 +10,16 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
+from .library import api_exception, is_api_exception, kubernetes
 from .pod_state import JOB_TRACKING_FINALIZER
+
+if TYPE_CHECKING:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # what load_incluster_config reads
@@ -48,7 +51,7 @@ def unusable_namespace(error: Exception, namespace: str) -> NamespaceUnusable | 
     """What a refusal of a call in the runners' namespace means for the user, if it means that the namespace
     cannot be used: a 404 for the namespace itself, or a 403 (RBAC: no Role there; a namespace that does not
     exist has none either, and the provider may not look namespaces up to tell which)."""
-    if not isinstance(error, ApiException):
+    if not is_api_exception(error):
         return None
     if error.status == 404 and _kind_not_found(error) == "namespaces":
         return NamespaceUnusable(
@@ -86,7 +89,8 @@ class SecretMetadata:
 
 def load_api_client(kubeconfig: str | None, *, retries: bool = True) -> client.ApiClient:
     """``retries`` False: each call is one request, for a caller that must look again before it tries again."""
-    configuration = client.Configuration()
+    k8s = kubernetes()
+    configuration = k8s.client.Configuration()
     configuration.retries = (
         Retry(
             total=4,
@@ -102,9 +106,11 @@ def load_api_client(kubeconfig: str | None, *, retries: bool = True) -> client.A
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     path = kubeconfig_file(kubeconfig)
     if path is not None:
-        return config.new_client_from_config(config_file=path, persist_config=False, client_configuration=configuration)
-    config.load_incluster_config(client_configuration=configuration)
-    return client.ApiClient(configuration)
+        return k8s.config.new_client_from_config(
+            config_file=path, persist_config=False, client_configuration=configuration
+        )
+    k8s.config.load_incluster_config(client_configuration=configuration)
+    return k8s.client.ApiClient(configuration)
 
 
 def kubeconfig_file(kubeconfig: str | None) -> str | None:
@@ -168,8 +174,8 @@ class KubeClient:
     def __init__(self, kubeconfig: str | None) -> None:
         self._kubeconfig = kubeconfig
         self._api_client = load_api_client(kubeconfig)
-        self._core = client.CoreV1Api(self._api_client)
-        self._batch = client.BatchV1Api(self._api_client)
+        self._core = kubernetes().client.CoreV1Api(self._api_client)
+        self._batch = kubernetes().client.BatchV1Api(self._api_client)
         self._once: client.ApiClient | None = None  # made when first needed (delete_pod's once)
 
     def close(self) -> None:
@@ -194,7 +200,7 @@ class KubeClient:
         body = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": resource_version}}
         try:
             self._core.replace_namespaced_secret(name, namespace, body, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             if error.status in (404, 409):
                 return False
             raise
@@ -209,7 +215,7 @@ class KubeClient:
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,
             )
-        except ApiException as error:
+        except api_exception() as error:
             if error.status == 404:
                 return None
             raise
@@ -220,7 +226,7 @@ class KubeClient:
             self._core.create_namespaced_pod(
                 manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
             )
-        except ApiException as error:
+        except api_exception() as error:
             if error.status == 409:
                 raise PodAlreadyExists(manifest["metadata"]["name"]) from error
             raise
@@ -233,7 +239,7 @@ class KubeClient:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
             self._core.create_namespaced_pod(namespace, manifest, dry_run="All", _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             if error.status == 403 and "exceeded quota" in (error.body or ""):
                 return
             _refused(error, f"pod {namespace}/{name}", namespace)
@@ -241,7 +247,7 @@ class KubeClient:
     def read_pod(self, namespace: str, name: str) -> client.V1Pod | None:
         try:
             return self._core.read_namespaced_pod(name, namespace, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             if error.status == 404:
                 return None
             raise
@@ -269,12 +275,12 @@ class KubeClient:
         if once:
             if self._once is None:
                 self._once = load_api_client(self._kubeconfig, retries=False)
-            core = client.CoreV1Api(self._once)
+            core = kubernetes().client.CoreV1Api(self._once)
         try:
             core.delete_namespaced_pod(
                 name, namespace, grace_period_seconds=grace_seconds, _request_timeout=REQUEST_TIMEOUT
             )
-        except ApiException as error:
+        except api_exception() as error:
             if error.status != 404:
                 raise
 
@@ -286,7 +292,7 @@ class KubeClient:
             self._core.patch_namespaced_pod(
                 name, namespace, body, _content_type=STRATEGIC_MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
             )
-        except ApiException as error:
+        except api_exception() as error:
             if error.status != 404:
                 raise
 
@@ -306,10 +312,11 @@ class KubeClient:
     def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool:
         """Gone afterwards (or before); with ``uid``, only that very Secret: False if another one holds the name
         now (nothing was deleted)."""
-        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
+        k8s = kubernetes().client
+        body = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)) if uid else None
         try:
             self._core.delete_namespaced_secret(name, namespace, body=body, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             if error.status == 409 and uid:
                 return False
             if error.status != 404:
@@ -321,7 +328,7 @@ class KubeClient:
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
         try:
             self._batch.create_namespaced_job(namespace, manifest, dry_run="All", _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             _refused(error, f"Job {namespace}/{name}", namespace)
 
     def create_job(self, manifest: dict[str, Any]) -> bool:
@@ -342,17 +349,18 @@ class KubeClient:
     def orphan_job(self, namespace: str, name: str, uid: str) -> None:
         """The Job deleted, its pods left running (propagationPolicy Orphan: the garbage collector takes its
         ownerReference off them), so that nothing refills them; ``uid``: that very Job."""
-        body = client.V1DeleteOptions(propagation_policy="Orphan", preconditions=client.V1Preconditions(uid=uid))
+        k8s = kubernetes().client
+        body = k8s.V1DeleteOptions(propagation_policy="Orphan", preconditions=k8s.V1Preconditions(uid=uid))
         try:
             self._batch.delete_namespaced_job(name, namespace, body=body, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             if error.status not in (404, 409):  # gone already, or another Job of the name: not that one
                 raise
 
     def read_job(self, namespace: str, name: str) -> client.V1Job | None:
         try:
             return self._batch.read_namespaced_job(name, namespace, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
+        except api_exception() as error:
             if error.status == 404:
                 return None
             raise
@@ -362,7 +370,7 @@ def _created(create: Callable[..., Any], manifest: dict[str, Any]) -> bool:
     """``create`` (a namespaced create of the client) of the manifest; False if one of its name exists."""
     try:
         create(manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT)
-    except ApiException as error:
+    except api_exception() as error:
         if error.status == 409:
             return False
         raise
@@ -371,7 +379,7 @@ def _created(create: Callable[..., Any], manifest: dict[str, Any]) -> bool:
 
 def describe(error: Exception) -> str:
     """An ApiException's str() is headers and body; a user needs the status and the API server's message."""
-    if not isinstance(error, ApiException):
+    if not is_api_exception(error):
         return str(error)
     try:
         message = json.loads(error.body or "{}").get("message")

@@ -20,9 +20,8 @@ import json
 import re
 from typing import Any
 
-from kubernetes.client import models
-
 from ..unknowns import is_unknown
+from .library import kubernetes
 
 PROP = "pod_template"
 RUNNER = "runner"
@@ -146,7 +145,7 @@ def _conform(value: Any, kind: str, quantity: bool) -> Any:
     if _number(value):
         whole = int(value) if float(value).is_integer() else value
         return str(whole) if kind == "str" and quantity else whole if kind in ("int", "object") else value
-    if not hasattr(models, kind) or not isinstance(value, dict):
+    if not hasattr(kubernetes().client.models, kind) or not isinstance(value, dict):
         return value
     conformed_ = {}
     for key, item in value.items():
@@ -187,7 +186,7 @@ def _check_shape(value: Any, kind: str, path: str, found: list[tuple[str, str]],
         return
     if kind == "object":  # an int-or-string, or free-form
         return
-    model = getattr(models, kind)
+    model = getattr(kubernetes().client.models, kind)
     if not isinstance(value, dict):
         found.append((path, f"must be a mapping (a Kubernetes {kind.removeprefix('V1')}), not {_kind_of(value)}"))
         return
@@ -202,7 +201,7 @@ def _check_shape(value: Any, kind: str, path: str, found: list[tuple[str, str]],
 @functools.cache
 def _fields(kind: str) -> dict[str, tuple[str, bool]]:
     """A Kubernetes model's fields by their JSON name: each one's kind, and whether it holds quantities."""
-    model = getattr(models, kind)
+    model = getattr(kubernetes().client.models, kind)
     return {
         json_name: (model.openapi_types[attribute], (kind, attribute) in _QUANTITIES)
         for attribute, json_name in model.attribute_map.items()
