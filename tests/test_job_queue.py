@@ -5,6 +5,7 @@ reads them (runs with status=queued, then each run's jobs)."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import requests
@@ -123,3 +124,18 @@ def test_a_job_whose_runner_stops_is_recorded_lost(github):
     (job,) = github.jobs()
     assert (job["status"], job["conclusion"], job["lost"]) == ("completed", "failure", True)
     assert "stopped" in job["failure"]
+
+
+def test_a_lost_jobs_end_does_not_end_the_next_job_of_its_runner(github):
+    runner = register(github, "pool-0", ["fleet"])
+    runner_id = github.runners()[0]["id"]
+    github.queue_jobs(f"{github.url}/{REPO}", ["fleet"], 0.5)
+    wait_until(lambda: runner.busy, "the first job to start")
+    github.end_session(runner_id, gracefully=True)  # stopped mid-job: the job is lost
+    assert github.open_session(f"{github.url}/{REPO}", runner_id, runner).value == "opened"
+    github.queue_jobs(f"{github.url}/{REPO}", ["fleet"], 3.0)
+    wait_until(lambda: github.jobs()[1]["status"] == "in_progress", "the second job to start")
+    time.sleep(0.8)  # past the first job's end
+    first, second = github.jobs()
+    assert (first["conclusion"], first["lost"]) == ("failure", True)
+    assert second["status"] == "in_progress"  # the first job's timer did not end it

@@ -314,3 +314,18 @@ def test_a_runner_process_stopped_mid_job_cancels_it_and_exits_as_run_sh_does(do
         "proc-0",
     )
     assert config not in output
+
+
+def test_the_jobs_of_a_deleted_scale_set_go_to_another_that_its_runs_on_names(double):
+    blue = open_listener(double, "blue")
+    (job,) = double.queue_jobs(f"{double.url}/{REPO}", ["blue"], 0.2)
+    assert [m["runnerRequestId"] for m in blue.next_message()["jobs"]] == [job["id"]]
+    green = blue.call(
+        "POST", "_apis/runtime/runnerscalesets", json={"name": "green", "labels": [{"name": "green"}, {"name": "blue"}]}
+    ).json()
+    assert blue.call("DELETE", f"_apis/runtime/runnerscalesets/{blue.scale_set['id']}").status_code == 204
+    assert double.jobs()[0]["scale_set_id"] == green["id"]
+    session = blue.call("POST", f"_apis/runtime/runnerscalesets/{green['id']}/sessions", json={"ownerName": "g"})
+    green_listener = Listener(double, blue.base, blue.admin, green, session.json())
+    offered = green_listener.next_message()
+    assert [(m["messageType"], m["runnerRequestId"]) for m in offered["jobs"]] == [("JobAvailable", job["id"])]

@@ -14,7 +14,7 @@ import sys
 import threading
 
 from . import control, demo, runner_process
-from .actions_service import LONG_POLL_SECONDS
+from .actions_service import LONG_POLL_SECONDS, MAX_LONG_POLL_SECONDS
 from .runner_releases import DEFAULT_RELEASE, parse_day, parse_release
 from .simulator import Simulator
 from .tools import TOOLS, ToolMissing, tool_dirs
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     server.add_argument(
         "--long-poll-seconds",
-        type=_positive,
+        type=_long_poll,
         default=LONG_POLL_SECONDS,
         metavar="SECONDS",
         help=f"how long the Actions service holds a message poll that nothing answers (GitHub's: about "
@@ -262,13 +262,14 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _positive(text: str) -> float:
+def _long_poll(text: str) -> float:
+    """Seconds, above 0 and at most MAX_LONG_POLL_SECONDS: a runner process's poll gives up after 120 s."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    if not 0 < value <= MAX_LONG_POLL_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds above 0, at most {MAX_LONG_POLL_SECONDS:g}")
     return value
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import secrets
 import threading
 import time
@@ -57,6 +58,7 @@ from .job_queue import Job, scopes_for, wanted
 if TYPE_CHECKING:
     from .github_double import _RunnerRegistry
 
+_log = logging.getLogger(__name__)
 SERVICE_PREFIX = "/pipelines/simulated"  # where the double serves the Actions service
 _SCALE_SETS = "_apis/runtime/runnerscalesets"
 _AGENTS = "_apis/distributedtask/pools/0/agents"
@@ -68,6 +70,7 @@ MESSAGE_TYPE = "RunnerScaleSetJobMessages"
 MAX_JOB_MESSAGES = 50  # per message (SS README.md)
 REOFFERS = 3
 LONG_POLL_SECONDS = 50.0  # an empty poll's length (SS README.md: "after about 50 seconds, nothing")
+MAX_LONG_POLL_SECONDS = 100.0  # below the runner process's 120 s poll timeout and the double's silence limit
 _GO_ZERO_TIME = "0001-01-01T00:00:00Z"  # what Go's encoding/json writes for a time not set
 
 JsonObject = dict[str, Any]
@@ -182,6 +185,7 @@ class ActionsService:
             removed = self._release(scale_set)
             self._changed.notify_all()
         _tell(removed)
+        self._registry.dispatch()  # its jobs may go to runners that are no set's
         return True
 
     def scale_sets(self) -> list[JsonObject]:
@@ -250,10 +254,17 @@ class ActionsService:
     def _release(self, scale_set: _ScaleSet) -> list[Callable[[], None]]:
         """The lock is held. The set is gone: its jobs not on a runner wait in the queue for another, its idle
         runners are removed (the listeners to tell of it returned) and its busy ones finish their jobs."""
+        others = set()
         for job in self._registry.jobs.queued():
             if job.scale_set_id == scale_set.id:
                 job.scale_set_id, job.offers, job.offered_at = None, 0, None
                 job.unassign()
+                other = self._set_for(job)  # another set its runs-on names takes it (the set is gone from _sets)
+                if other is not None:
+                    job.scale_set_id = other.id
+                    others.add(other.id)
+        for other_id in others:
+            self._offer_waiting(self._sets[other_id])
         return self._registry.remove_idle_scale_set_runners(scale_set.id)
 
     def _start_ticker(self) -> None:
@@ -383,7 +394,7 @@ class ActionsService:
                 for s in self._sets.values()
                 if s.scope == scope
                 and (group is None or str(s.runner_group_id) == group)
-                and (name is None or s.name == name)
+                and (name is None or s.name.lower() == name.lower())
             ]
         return 200, {"count": len(found), "value": found}, {}
 
@@ -450,6 +461,7 @@ class ActionsService:
             removed = self._release(scale_set)
             self._changed.notify_all()
         _tell(removed)
+        self._registry.dispatch()
         return 204, None, {}
 
     def _generate_jit_config(self, scale_set: _ScaleSet, payload: Any) -> Answer:
@@ -627,10 +639,10 @@ class ActionsService:
 
     def _statistics(self, scale_set: _ScaleSet) -> JsonObject:
         """The lock is held. The counts the service sends with each message (SS types.go)."""
+        runners = self._registry.scale_set_runners(scale_set.id)  # first: settling them may end a job
         jobs = [
             job for job in self._registry.jobs.all() if job.scale_set_id == scale_set.id and job.finished_at is None
         ]
-        runners = self._registry.scale_set_runners(scale_set.id)
         available = [job for job in jobs if job.offers and job.acquired_at is None and job.started_at is None]
         acquired = [job for job in jobs if job.acquired_at is not None and job.started_at is None]
         running = [job for job in jobs if job.started_at is not None]
@@ -704,9 +716,13 @@ class ActionsService:
 
 
 def _tell(callbacks: list[Callable[[], None]]) -> None:
-    """Tell runners outside the lock that their registration is gone (they may call back into the double)."""
+    """Tell runners outside the lock that their registration is gone (they may call back into the double); one
+    failing spares the rest."""
     for callback in callbacks:
-        callback()
+        try:
+            callback()
+        except Exception:
+            _log.exception("runner listener callback %r failed", callback)
 
 
 def _agent_json(runner: JsonObject) -> JsonObject:

@@ -196,6 +196,7 @@ class _Start:
     """A job handed to a runner: its listener is told outside the lock, then its end is scheduled."""
 
     runner_id: int
+    job_id: int
     listener: RunnerListener
     ends_in: float | None  # None: the job runs until finished by name, or its runner reports its end
 
@@ -237,7 +238,7 @@ class _RunnerRegistry:
         self._groups: dict[str, dict[str, int]] = {}  # an organization's or enterprise's groups besides Default
         self._next_group_id = _DEFAULT_RUNNER_GROUP_ID + 1
         self._next_runner_id = 1
-        self._job_ends: list[tuple[float, int]] = []  # heap of (monotonic due time, runner id)
+        self._job_ends: list[tuple[float, int, int]] = []  # heap of (monotonic due time, runner id, job id)
         self._clock_thread: threading.Thread | None = None
         self._closed = False
 
@@ -368,7 +369,7 @@ class _RunnerRegistry:
         taken for dead from when it was last heard of."""
         now = time.monotonic()
         if runner.runs_own_jobs and runner.session == "live" and now - runner.heard_at > self.remote_silence:
-            runner.listener, runner.session = _Unattached(), "stale"
+            runner.session = "stale"  # its listener (a mailbox) stays: the process may poll again
             runner.stale_until = runner.heard_at + self._session_expiry
             if runner.busy:
                 runner.lock_until = runner.heard_at + self._job_abandon
@@ -612,18 +613,18 @@ class _RunnerRegistry:
         job.start(runner.id, runner.name, runner.runner_group_id, time.monotonic())
         if job.scale_set_id is not None:
             self.job_event("JobStarted", job)
-        return _Start(runner.id, runner.listener, None if runner.runs_own_jobs else job.duration)
+        return _Start(runner.id, job.id, runner.listener, None if runner.runs_own_jobs else job.duration)
 
     def _run(self, starts: Sequence[_Start]) -> None:
         """Tell each runner of its job, then schedule the job's end: so that job_finished cannot overtake
         job_started."""
         _notify(start.listener.job_started for start in starts)
-        timed = [(start.ends_in, start.runner_id) for start in starts if start.ends_in is not None]
+        timed = [(start.ends_in, start.runner_id, start.job_id) for start in starts if start.ends_in is not None]
         if not timed:
             return
         with self._lock:
-            for ends_in, runner_id in timed:
-                heapq.heappush(self._job_ends, (time.monotonic() + ends_in, runner_id))
+            for ends_in, runner_id, job_id in timed:
+                heapq.heappush(self._job_ends, (time.monotonic() + ends_in, runner_id, job_id))
             if self._clock_thread is None:
                 self._clock_thread = threading.Thread(target=self._end_jobs, name="github-double-jobs", daemon=True)
                 self._clock_thread.start()
@@ -637,8 +638,8 @@ class _RunnerRegistry:
                     self._job_clock.wait(self._job_ends[0][0] - time.monotonic() if self._job_ends else None)
                 if self._closed:
                     return
-                _, runner_id = heapq.heappop(self._job_ends)
-                callbacks = self._end_job(runner_id)
+                _, runner_id, job_id = heapq.heappop(self._job_ends)
+                callbacks = self._end_job(runner_id, job_id=job_id)
                 starts = self._dispatch()
             _notify(callbacks)
             self._run(starts)
@@ -680,7 +681,7 @@ class _RunnerRegistry:
             starts = self._dispatch()
         _notify(callbacks)
         self._run(starts)
-        return True
+        return bool(callbacks)
 
     def connect_remote(self, runner_id: int, secret: str, listener: RunnerListener, version: str | None) -> str | None:
         """A runner process elsewhere connects with a JIT config (runner_service.py): it reports its jobs' ends
@@ -695,19 +696,24 @@ class _RunnerRegistry:
         return None
 
     def note_heard(self, runner_id: int) -> None:
-        """The lock is held. A runner process elsewhere polled for messages."""
+        """The lock is held. A runner process elsewhere polled for messages or renewed its job's lock: one taken
+        for dead since (not heard of for a while) is alive after all, unless GitHub has abandoned its job."""
         runner = self._runners.get(runner_id)
-        if runner is not None:
-            runner.heard_at = time.monotonic()
+        if runner is None:
+            return
+        self._settle(runner)
+        runner.heard_at = time.monotonic()
+        if runner.runs_own_jobs and runner.session == "stale":
+            runner.session, runner.status, runner.lock_until = "live", "online", 0.0
 
     def renew_job_lock(self, runner_id: int) -> str | None:
         """A runner process renews the lock of the job it runs: the time it is locked until (RFC 3339), or None
         if it runs none."""
         with self._lock:
             runner = self._runners.get(runner_id)
+            self.note_heard(runner_id)
             if runner is None or runner.job is None:
                 return None
-            runner.heard_at = time.monotonic()
             until = datetime.now(UTC) + timedelta(seconds=self._job_abandon)
             return until.isoformat(timespec="seconds")
 
@@ -716,10 +722,16 @@ class _RunnerRegistry:
             runner = self._runners.get(runner_id)
             return None if runner is None else runner.job
 
-    def _end_job(self, runner_id: int, conclusion: str | None = None) -> list[Callable[[], None]]:
+    def _end_job(
+        self, runner_id: int, conclusion: str | None = None, *, job_id: int | None = None
+    ) -> list[Callable[[], None]]:
+        """The lock is held. The job the runner runs ends (``job_id``: only if it is still that one); the
+        listeners to tell, outside the lock, none if nothing ended."""
         runner = self._runners.get(runner_id)
         if runner is None or not runner.busy or runner.lock_until:
             return []  # the runner stopped, died or was replaced meanwhile, and its job went with it
+        if job_id is not None and (runner.job is None or runner.job.id != job_id):
+            return []  # that job was lost meanwhile, and the runner runs another
         runner.busy = False
         job, runner.job = runner.job, None
         if job is not None:

@@ -158,11 +158,15 @@ def run(jit_config: str | None, environ: MutableMapping[str, str] = os.environ) 
             return run_sh_exit(code, environ) or 0
         return run_sh_exit(runner.listen(), environ) or 0
     except _Stop:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if runner.job is not None:
-            say(f"Job {runner.job['jobDisplayName']} completed with result: Canceled")
-            runner.report(runner.job, "canceled")
-        runner.end_session()
+        for each in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(each, signal.SIG_IGN)
+        try:
+            if runner.job is not None:
+                say(f"Job {runner.job['jobDisplayName']} completed with result: Canceled")
+                runner.report(runner.job, "canceled")
+            runner.end_session()
+        except requests.RequestException as error:  # the simulator gone meanwhile: the exit is the same
+            say(f"An error occurred: {error}")
         return SIGTERM_EXIT
     except requests.RequestException as error:
         say(f"An error occurred: {error}")
