@@ -38,9 +38,7 @@ double's own, in the form of the ones they do.
 
 from __future__ import annotations
 
-import base64
 import json
-import logging
 import secrets
 import threading
 import time
@@ -53,12 +51,12 @@ from urllib.parse import parse_qsl
 
 import jwt
 
+from . import jit_config
 from .job_queue import Job, scopes_for, wanted
 
 if TYPE_CHECKING:
     from .github_double import _RunnerRegistry
 
-_log = logging.getLogger(__name__)
 SERVICE_PREFIX = "/pipelines/simulated"  # where the double serves the Actions service
 _SCALE_SETS = "_apis/runtime/runnerscalesets"
 _AGENTS = "_apis/distributedtask/pools/0/agents"
@@ -178,15 +176,7 @@ class ActionsService:
         """GitHub deletes the scale set, as its cleanup of sets unconnected for days does (ADR 2022-10-27): from
         now on it is unknown (404 RunnerScaleSetNotFoundException), its runners are removed and its jobs not on a
         runner go back to the queue. False if there is no such set."""
-        with self._lock:
-            scale_set = self._sets.pop(scale_set_id, None)
-            if scale_set is None:
-                return False
-            removed = self._release(scale_set)
-            self._changed.notify_all()
-        _tell(removed)
-        self._registry.dispatch()  # its jobs may go to runners that are no set's
-        return True
+        return self._remove_set(scale_set_id)
 
     def scale_sets(self) -> list[JsonObject]:
         with self._lock:
@@ -251,9 +241,22 @@ class ActionsService:
         scale_set.pending.append(job_message)
         self._changed.notify_all()
 
-    def _release(self, scale_set: _ScaleSet) -> list[Callable[[], None]]:
-        """The lock is held. The set is gone: its jobs not on a runner wait in the queue for another, its idle
-        runners are removed (the listeners to tell of it returned) and its busy ones finish their jobs."""
+    def _remove_set(self, scale_set_id: int) -> bool:
+        """The set is gone, by its delete or GitHub's cleanup: its jobs not on a runner go to another set their
+        runs-on names, or wait in the queue; its idle runners are removed, its busy ones finish their jobs. False
+        if there was no such set."""
+        with self._lock:
+            scale_set = self._sets.pop(scale_set_id, None)
+            if scale_set is None:
+                return False
+            self._release_jobs(scale_set)
+            self._changed.notify_all()
+        self._registry.remove_idle_scale_set_runners(scale_set_id)
+        self._registry.dispatch()  # its jobs may go to runners that are no set's
+        return True
+
+    def _release_jobs(self, scale_set: _ScaleSet) -> None:
+        """The lock is held, and the set is gone from _sets: its jobs not on a runner, to another set or the queue."""
         others = set()
         for job in self._registry.jobs.queued():
             if job.scale_set_id == scale_set.id:
@@ -265,7 +268,6 @@ class ActionsService:
                     others.add(other.id)
         for other_id in others:
             self._offer_waiting(self._sets[other_id])
-        return self._registry.remove_idle_scale_set_runners(scale_set.id)
 
     def _start_ticker(self) -> None:
         """The lock is held. One thread offers again what was not acquired in time."""
@@ -289,18 +291,18 @@ class ActionsService:
 
     # --- HTTP ---------------------------------------------------------------------------------------------
 
-    def register(self, authorization: str | None, body: bytes, scope_of: Callable[[str], str]) -> Answer:
+    def register(self, authorization: str | None, body: bytes, scope_of: Callable[[str], str | None]) -> Answer:
         """``POST /actions/runner-registration``: a registration token for the config URL's scope buys the
-        service's URL and an admin token."""
+        service's URL and an admin token. ``scope_of``: the scope a config URL names, None if this GitHub serves
+        none such."""
         scheme, _, token = (authorization or "").partition(" ")
         try:
             payload = json.loads(body or b"null")
-            scope = scope_of(payload["url"])
-        except (ValueError, TypeError, KeyError, LookupError):
+            url = payload["url"]
+        except (ValueError, TypeError, KeyError):
             return 400, {"message": "Problems parsing JSON"}, {}
-        except Exception as refused:  # RegistrationRefused: a URL this GitHub does not serve
-            return 404, {"message": str(refused)}, {}
-        if scheme != "RemoteAuth" or not self._registry.registration_token_valid(scope, token.strip()):
+        scope = scope_of(url) if isinstance(url, str) else None
+        if scope is None or scheme != "RemoteAuth" or not self._registry.registration_token_valid(scope, token.strip()):
             return 404, {"message": "Not Found"}, {}
         expires = time.time() + self.admin_token_seconds
         admin = jwt.encode(
@@ -456,34 +458,26 @@ class ActionsService:
     def _delete_set(self, scale_set: _ScaleSet) -> Answer:
         """Gone at once for the client; its busy runners finish their jobs (the ADR says the deletion waits for
         them), its other runners are removed, and its jobs not on a runner wait in the queue again."""
-        with self._lock:
-            self._sets.pop(scale_set.id, None)
-            removed = self._release(scale_set)
-            self._changed.notify_all()
-        _tell(removed)
-        self._registry.dispatch()
+        self._remove_set(scale_set.id)
         return 204, None, {}
 
     def _generate_jit_config(self, scale_set: _ScaleSet, payload: Any) -> Answer:
         if not isinstance(payload, dict) or not isinstance(payload.get("name"), str) or not payload["name"].strip():
             return _exception(400, "System.ArgumentException", "A runner needs a name.")
-        created = self._registry.create_scale_set_runner(
-            scale_set.scope,
-            payload["name"],
-            scale_set.id,
-            scale_set.runner_group_id,
-            [label["name"] for label in scale_set.labels],
+        labels = [label["name"] for label in scale_set.labels]
+        created = self._registry.create_jit(
+            scale_set.scope, payload["name"], labels, scale_set.runner_group_id, scale_set.id
         )
         if created is None:
             return _exception(
                 409, f"{_TASK_API}.AgentExistsException", f"A runner named {payload['name']} already exists."
             )
-        runner_id, secret = created
-        config = {"server": self.base_url.removesuffix(SERVICE_PREFIX), "scope": scale_set.scope}
-        config |= {"runner_id": runner_id, "secret": secret}
-        encoded = base64.b64encode(json.dumps(config).encode()).decode()
+        registered, secret = created
+        encoded = jit_config.encode(
+            self.base_url.removesuffix(SERVICE_PREFIX), scale_set.scope, registered["id"], secret
+        )
         self._remember(encoded)
-        runner = {"id": runner_id, "name": payload["name"], "runnerScaleSetId": scale_set.id}
+        runner = {"id": registered["id"], "name": payload["name"], "runnerScaleSetId": scale_set.id}
         return 200, {"runner": runner, "encodedJITConfig": encoded}, {}
 
     def _session_call(self, method: str, scale_set: _ScaleSet, session_id: str | None, payload: Any) -> Answer:
@@ -713,16 +707,6 @@ class ActionsService:
                 else "succeeded"
             )
         return message
-
-
-def _tell(callbacks: list[Callable[[], None]]) -> None:
-    """Tell runners outside the lock that their registration is gone (they may call back into the double); one
-    failing spares the rest."""
-    for callback in callbacks:
-        try:
-            callback()
-        except Exception:
-            _log.exception("runner listener callback %r failed", callback)
 
 
 def _agent_json(runner: JsonObject) -> JsonObject:

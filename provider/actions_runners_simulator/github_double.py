@@ -12,7 +12,6 @@ It enforces GitHub's primary and secondary rate limits per credential, with the 
 
 from __future__ import annotations
 
-import base64
 import enum
 import functools
 import heapq
@@ -36,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from . import jit_config
 from .actions_service import SERVICE_PREFIX, ActionsService
 from .github_apps import GitHubApps
 from .job_queue import FAILED_IN_QUEUE, QUEUE_LIMIT_SECONDS, Job, JobBook, run_json, scopes_for, takes
@@ -392,10 +392,16 @@ class _RunnerRegistry:
         return runner_id
 
     def create_jit(
-        self, scope: str, name: str, labels: Sequence[str], group_id: int = _DEFAULT_RUNNER_GROUP_ID
+        self,
+        scope: str,
+        name: str,
+        labels: Sequence[str],
+        group_id: int = _DEFAULT_RUNNER_GROUP_ID,
+        scale_set_id: int | None = None,
     ) -> tuple[JsonObject, str] | None:
-        """generate-jitconfig: an offline ephemeral registration and the secret its config carries; None if the
-        name is taken in the scope, which GitHub refuses rather than replacing, even on a retry of the same call."""
+        """generate-jitconfig (REST's, or a scale set's): an offline ephemeral registration and the secret its
+        config carries; None if the name is taken in the scope, which GitHub refuses rather than replacing, even
+        on a retry of the same call."""
         with self._lock:
             if any(r.scope == scope and r.name == name for r in self._runners.values()):
                 return None
@@ -411,21 +417,10 @@ class _RunnerRegistry:
                 session=None,
                 jit_secret=secret,
                 runner_group_id=group_id,
+                scale_set_id=scale_set_id,
             )
             self._runners[runner_id] = runner
             return runner.as_json(), secret
-
-    def create_scale_set_runner(
-        self, scope: str, name: str, scale_set_id: int, group_id: int, labels: Sequence[str]
-    ) -> tuple[int, str] | None:
-        """A scale set's generatejitconfig: an offline ephemeral registration with the set's labels and group;
-        (id, the secret its config carries), or None if the name is taken in the scope."""
-        created = self.create_jit(scope, name, labels, group_id)
-        if created is None:
-            return None
-        with self._lock:
-            self._runners[created[0]["id"]].scale_set_id = scale_set_id
-        return created[0]["id"], created[1]
 
     def scale_set_runners(self, scale_set_id: int) -> list[JsonObject]:
         """The lock is held. A scale set's registrations, as the REST API lists them."""
@@ -434,13 +429,13 @@ class _RunnerRegistry:
             self._settle(runner)
         return [runner.as_json() for runner in runners]
 
-    def remove_idle_scale_set_runners(self, scale_set_id: int) -> list[Callable[[], None]]:
-        """The lock is held. A deleted scale set's idle registrations go; busy ones finish their job (and go, being
-        ephemeral). The listeners to tell, outside the lock."""
-        idle = [r for r in self._runners.values() if r.scale_set_id == scale_set_id and not r.busy]
-        for runner in idle:
-            del self._runners[runner.id]
-        return [runner.listener.removed for runner in idle]
+    def remove_idle_scale_set_runners(self, scale_set_id: int) -> None:
+        """A deleted scale set's idle registrations go; busy ones finish their job (and go, being ephemeral)."""
+        with self._lock:
+            idle = [r for r in self._runners.values() if r.scale_set_id == scale_set_id and not r.busy]
+            for runner in idle:
+                del self._runners[runner.id]
+        _notify(runner.listener.removed for runner in idle)
 
     def runners_of(self, scope: str) -> list[JsonObject]:
         """The scope's registrations with the scale set each belongs to (None: none), for the agents' look-up."""
@@ -1253,18 +1248,6 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: `GitHubDouble.calls` is the record."""
 
 
-def decode_jit_config(encoded: str) -> JsonObject:
-    """What `GitHubDouble._generate_jitconfig` encoded; RegistrationRefused, never quoting it, if it is not."""
-    try:
-        config = json.loads(base64.b64decode(encoded, validate=True))
-    except ValueError:
-        raise RegistrationRefused("malformed JIT config") from None
-    shape = {"server": str, "scope": str, "runner_id": int, "secret": str}
-    if not isinstance(config, dict) or not all(isinstance(config.get(key), kind) for key, kind in shape.items()):
-        raise RegistrationRefused("malformed JIT config")
-    return config
-
-
 def _positive_int(raw: str | None, default: int) -> int:
     value = int(raw) if raw and raw.isdigit() else 0
     return value if value > 0 else default
@@ -1424,7 +1407,10 @@ class GitHubDouble:
         another server or scope (``github_url`` None: the config's own, as a runner given only the config), or if
         the runner's ``version`` is below the minimum GitHub lets connect."""
         self._check_version(version)
-        config = decode_jit_config(encoded_jit_config)
+        try:
+            config = jit_config.decode(encoded_jit_config)
+        except ValueError as malformed:
+            raise RegistrationRefused(str(malformed)) from None
         scope = config["scope"] if github_url is None else self._scope_of(github_url)
         if (config["server"], config["scope"]) != (self.url, scope):
             raise RegistrationRefused(
@@ -1580,11 +1566,9 @@ class GitHubDouble:
     def _answer_service(self, method: str, path: str, query: str, headers: Message, body: bytes) -> _Reply:
         """The Actions service (actions_service.py), after the delays and faults injected for its paths; it has
         no REST rate budget of GitHub's (its own limits are not published)."""
-        time.sleep(self._traffic.delay_for(method, path))
-        fault = self._traffic.take_fault(method, path)
-        if fault is not None:
-            retry_after = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
-            return _Reply(fault.status, {"message": HTTPStatus(fault.status).phrase}, retry_after)
+        injected = self._injected(method, path)
+        if injected is not None:
+            return injected
         route = path.removeprefix(SERVICE_PREFIX)
         runner_call = route.removeprefix(f"/{POOL_PATH}/")
         if runner_call != route and runner_call.split("/")[0] in ("sessions", "messages", "jobrequests"):
@@ -1597,16 +1581,32 @@ class GitHubDouble:
             )
         return _Reply(status, answer, answer_headers)
 
+    def _injected(self, method: str, path: str) -> _Reply | None:
+        """For a request no REST budget gates (the Actions service's): its injected delay, then its injected fault's
+        answer, if one was staged (with Retry-After, if given)."""
+        time.sleep(self._traffic.delay_for(method, path))
+        fault = self._traffic.take_fault(method, path)
+        if fault is None:
+            return None
+        retry_after = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
+        return _Reply(fault.status, {"message": HTTPStatus(fault.status).phrase}, retry_after)
+
+    def _served_scope(self, github_url: str) -> str | None:
+        """The scope a config URL names, or None if it is not one this double serves."""
+        try:
+            return self._scope_of(github_url)
+        except RegistrationRefused:
+            return None
+
     def _answer_api(self, method: str, path: str, query: str, headers: Message, body: bytes, request_id: str) -> _Reply:
         """Serve a REST request; it counts as in flight from arrival, through any injected delay. An App's JWT
         reaches only the App endpoints; an installation token counts against its installation's budgets and
         reaches the scopes of its installation's account only."""
         if (method, path) == ("POST", "/actions/runner-registration"):
-            time.sleep(self._traffic.delay_for(method, path))
-            fault = self._traffic.take_fault(method, path)
-            if fault is not None:
-                return _error(fault.status, HTTPStatus(fault.status).phrase)
-            status, answer, _ = self.service.register(headers.get("Authorization"), body, self._scope_of)
+            injected = self._injected(method, path)
+            if injected is not None:
+                return injected
+            status, answer, _ = self.service.register(headers.get("Authorization"), body, self._served_scope)
             return _Reply(status, answer)
         credential = _credential(headers.get("Authorization"))
         app_answer = self.apps.answer(method, path, credential)
@@ -1704,8 +1704,7 @@ class GitHubDouble:
             message = f"Already exists - A runner with the name {payload['name']} already exists."
             return _error(409, message, documentation_url)
         runner, secret = created
-        config = {"server": self.url, "scope": scope, "runner_id": runner["id"], "secret": secret}
-        encoded = base64.b64encode(json.dumps(config).encode()).decode()
+        encoded = jit_config.encode(self.url, scope, runner["id"], secret)
         return _Reply(201, {"runner": runner, "encoded_jit_config": encoded})
 
     def _runner_labels(self, method: str, scope: str, runner_id: int, body: bytes) -> _Reply:

@@ -34,7 +34,7 @@ from typing import Any
 import requests
 
 from .actions_service import SERVICE_PREFIX
-from .github_double import RegistrationRefused, decode_jit_config
+from .jit_config import decode as decode_jit_config
 from .runner import SIGTERM_EXIT, RunnerTimings, run_sh_exit
 from .runner_service import GONE, POOL_PATH
 
@@ -146,7 +146,7 @@ def run(jit_config: str | None, environ: MutableMapping[str, str] = os.environ) 
         config = decode_jit_config(encoded)
         speedup = float(environ.get(SPEEDUP_VARIABLE, "1"))
         timings = RunnerTimings().faster(speedup)
-    except (RegistrationRefused, ValueError) as error:
+    except ValueError as error:
         say(f"An error occurred: {error}")
         return run_sh_exit(1, environ) or 0
     runner = _Runner(config, timings)
