@@ -26,7 +26,8 @@ GitHub does not document this API. What is reproduced, and from where (keys as i
   again, up to three times more (SS README: "canceled and reassigned up to three times, each time with new
   messages"); how long GitHub waits is not published, so the double's window is a setting. After that it waits,
   offered no more, until GitHub's 24-hour limit fails it.
-- **The unkind parts** (§5): tokens that expire (`expire_admin_tokens`, `expire_queue_tokens`, or short
+- **The unkind parts** (§5): a dead listener's session that keeps refusing a new one (409) until it has gone
+  unpolled for ``session_silence_seconds``, tokens that expire (`expire_admin_tokens`, `expire_queue_tokens`, or short
   lifetimes), a session GitHub drops (`drop_session`: its queue and refresh are answered 404, and a new session
   may be made), a scale set deleted on GitHub's side after inactivity (`forget_scale_set`: 404
   ``RunnerScaleSetNotFoundException`` from then on), and rate limits with ``Retry-After`` (the double's
@@ -90,6 +91,11 @@ class _Session:
     owner: str
     queue_token: str
     token_expires: float  # monotonic
+    last_seen: float = field(default_factory=time.monotonic)  # its queue's last poll ended (or it was made)
+    polling: int = 0  # polls of its queue under way
+
+    def silent_for(self, now: float) -> float:
+        return 0.0 if self.polling else now - self.last_seen
 
 
 @dataclass
@@ -126,10 +132,14 @@ class ActionsService:
         queue_token_seconds: float = 3600.0,
         long_poll_seconds: float = LONG_POLL_SECONDS,
         offer_seconds: float = 60.0,
+        session_silence_seconds: float = 120.0,
     ) -> None:
         """``remember``: told of each credential handed out (the double's issued_credentials). Token lifetimes
         are not published; an hour each unless told otherwise. ``offer_seconds``: how long a job offered to a
-        scale set waits to be acquired before it is offered again."""
+        scale set waits to be acquired before it is offered again. ``session_silence_seconds``: how long the
+        session of a listener that died without deleting it (its queue polled by no one) still refuses a new
+        one with 409; GitHub publishes no figure (stale sessions of dead listeners block new ones: ARC #4285,
+        #3209), so it is the double's setting, above the long poll's 50 s."""
         self._lock = lock
         self._registry = registry
         self._remember = remember
@@ -137,6 +147,7 @@ class ActionsService:
         self.queue_token_seconds = queue_token_seconds
         self.long_poll_seconds = long_poll_seconds
         self.offer_seconds = offer_seconds
+        self.session_silence_seconds = session_silence_seconds
         self._changed = threading.Condition(lock)  # a message queue got something, or a session went
         self._signing_key = secrets.token_bytes(32)
         self._admin_tokens: dict[str, tuple[str, float]] = {}  # admin JWT -> (scope, monotonic expiry)
@@ -483,6 +494,9 @@ class ActionsService:
     def _session_call(self, method: str, scale_set: _ScaleSet, session_id: str | None, payload: Any) -> Answer:
         with self._lock:
             if session_id is None and method == "POST":
+                stale = scale_set.session
+                if stale is not None and stale.silent_for(time.monotonic()) > self.session_silence_seconds:
+                    scale_set.session = None  # its listener is gone: GitHub expired it
                 if scale_set.session is not None:
                     owner = scale_set.session.owner
                     return _exception(
@@ -539,21 +553,27 @@ class ActionsService:
                 scale_set.capacity = int(capacity)
                 self._offer_waiting(scale_set)
             session = scale_set.session
+            assert session is not None
             last = int(parameters.get("lastMessageId", "0") or 0)
             deadline = time.monotonic() + self.long_poll_seconds
-            while True:
-                message = self._next_message(scale_set, last)
-                if message is not None:
-                    return 200, message, {}
-                left = deadline - time.monotonic()
-                if (
-                    left <= 0
-                    or self._closed
-                    or scale_set.session is not session
-                    or self._sets.get(scale_set.id) is None
-                ):
-                    return 202, None, {}
-                self._changed.wait(left)
+            session.polling += 1
+            try:
+                while True:
+                    message = self._next_message(scale_set, last)
+                    if message is not None:
+                        return 200, message, {}
+                    left = deadline - time.monotonic()
+                    if (
+                        left <= 0
+                        or self._closed
+                        or scale_set.session is not session
+                        or self._sets.get(scale_set.id) is None
+                    ):
+                        return 202, None, {}
+                    self._changed.wait(left)
+            finally:
+                session.polling -= 1
+                session.last_seen = time.monotonic()
 
     def _sets_by_session(self, session_id: str) -> _ScaleSet | None:
         return next(

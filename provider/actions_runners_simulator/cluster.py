@@ -33,6 +33,7 @@ from .kube_apiserver import (
 )
 from .kube_proxy import FaultProxy
 from .kubelet import ContainerRuntime, CrashLoopBackOff, Kubelet
+from .package_processes import PackageProcesses
 from .tools import tool_dirs
 
 RESET_TIMEOUT_SECONDS = 30.0
@@ -50,8 +51,12 @@ class SimulatedCluster:
         schedule_delay: float = 0.1,
         crash_loop: CrashLoopBackOff | None = None,
         fault_proxy: bool = True,
+        workdir: Path | None = None,
     ) -> None:
-        self._runtime = runtime
+        """``workdir``: where the processes of the package's programs (a listener) keep their logs."""
+        self._then = runtime
+        self._runtime: ContainerRuntime = runtime
+        self._workdir = workdir
         self._with_proxy = fault_proxy
         self._own_server = api_server is None
         self._server = api_server
@@ -62,6 +67,7 @@ class SimulatedCluster:
         self._kubelet: Kubelet | None = None
         self._proxy: FaultProxy | None = None
         self._bound_at_start: set[str] = set()  # uids of the namespaces start made and bound
+        self.processes: PackageProcesses | None = None  # the package's programs the node runs (a listener)
 
     def start(self) -> SimulatedCluster:
         try:
@@ -75,6 +81,9 @@ class SimulatedCluster:
                 self._bound_at_start.add(self._make_namespace(namespace))
                 grant_runner_namespace(self._admin, namespace)  # in force before the provider knows of it
             self._kubelet_api = self._server.admin_client()
+            if self._workdir is not None:
+                self.processes = PackageProcesses(self._then, self._server, self._kubelet_api, self._workdir)
+                self._runtime = self.processes
             self._kubelet = Kubelet(
                 self._kubelet_api,
                 self._runtime,
@@ -96,6 +105,8 @@ class SimulatedCluster:
         admin, self._admin = self._admin, None
         if kubelet is not None:
             kubelet.stop()
+            if self.processes is not None:
+                self.processes.stop()
             self._kubelet_api.close()
         if proxy is not None:
             proxy.stop()
@@ -244,7 +255,10 @@ class SimulatedCluster:
         own = [name for name in existing if name in self._namespaces]
         extra = [name for name in existing if name not in (*SYSTEM_NAMESPACES, *self._namespaces)]
         batch = client.BatchV1Api(self._admin)
+        apps = client.AppsV1Api(self._admin)
         for namespace in [*own, *extra]:
+            apps.delete_collection_namespaced_deployment(namespace, propagation_policy="Background")
+            apps.delete_collection_namespaced_replica_set(namespace, propagation_policy="Background")
             # Jobs first, or their controller makes their pods anew; the garbage collector deletes any pod one
             # makes meanwhile (its owner gone), and those there now are force-deleted below.
             batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")

@@ -62,6 +62,8 @@ READY_TIMEOUT_SECONDS = 90.0  # /readyz answers in 3-4 s on 2 idle cores; a load
 # `kube-controller-manager --help`); the others watch objects nobody here makes, and would only cost CPU.
 CONTROLLERS = (
     "job-controller",
+    "deployment-controller",  # a RunnerScaleSet's listener
+    "replicaset-controller",
     "garbage-collector-controller",
     "namespace-controller",
     "serviceaccount-controller",
@@ -104,6 +106,16 @@ RUNNER_NAMESPACE_RULES = [
     # A refilling pool's Job: made (and judged by a dry run), listed, read while its deletion completes,
     # scaled (merge patch) and deleted (propagationPolicy Orphan).
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "patch", "delete"]},
+    # A RunnerScaleSet's listener: its Deployment, ServiceAccount, Role and RoleBinding and its ConfigMap, each
+    # made and changed by server-side apply (a patch, authorized as a create too when it makes one), read, and
+    # deleted. The Role it grants holds no more than the rules above: RBAC lets no one grant what it does not hold.
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "get", "list", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": ["create", "get", "patch", "delete"]},
+    {
+        "apiGroups": [RBAC_GROUP],
+        "resources": ["roles", "rolebindings"],
+        "verbs": ["create", "get", "patch", "delete"],
+    },
 ]
 # Namespaces are cluster-scoped, so no Role can grant them: what programs/runners' own pulumi_kubernetes
 # Namespace needs (createNamespace) is a ClusterRole bound cluster-wide. It reaches no pod or Secret. As the API
@@ -242,10 +254,20 @@ class KubeApiServer:
     def __exit__(self, *_exc: object) -> None:
         self.stop()
 
-    def write_kubeconfig(self, path: str | os.PathLike[str], *, admin: bool = False, server: str | None = None) -> Path:
+    def write_kubeconfig(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        admin: bool = False,
+        server: str | None = None,
+        token: tuple[str, str] | None = None,
+    ) -> Path:
         """A kubeconfig as a cluster's admin hands it out: the CA inline and a bearer token. ``server`` points
-        it at another address with the same certificate (the fault proxy)."""
-        user, token = (ADMIN_USER, self._admin_token) if admin else (PROVIDER_USER, self._provider_token)
+        it at another address with the same certificate (the fault proxy); ``token``: another identity's (its
+        name, its bearer token), such as a ServiceAccount's."""
+        user, token_value = (ADMIN_USER, self._admin_token) if admin else (PROVIDER_USER, self._provider_token)
+        if token is not None:
+            user, token_value = token
         ca_data = base64.b64encode(self.ca_file.read_bytes()).decode()
         kubeconfig = {
             "apiVersion": "v1",
@@ -253,7 +275,7 @@ class KubeApiServer:
             "clusters": [
                 {"name": "simulator", "cluster": {"server": server or self.url, "certificate-authority-data": ca_data}}
             ],
-            "users": [{"name": user, "user": {"token": token}}],
+            "users": [{"name": user, "user": {"token": token_value}}],
             "contexts": [{"name": "simulator", "context": {"cluster": "simulator", "user": user}}],
             "current-context": "simulator",
         }

@@ -81,6 +81,8 @@ class Simulator:
         installations = self.github.apps.add_app(APP_ID, self.app_private_key, installed_on={OWNER: "Organization"})
         self.app_installation_id = installations[OWNER]
         self.provider_env = {WINDOW_ENV: str(60.0 / time_scale)}  # the provider paces itself to the same minute
+        self._tempdir = None if workdir else tempfile.TemporaryDirectory(prefix="actions-runners-sim-")
+        self.workdir = Path(workdir or self._tempdir.name)  # type: ignore[union-attr]
         self.runners = SimulatedRunners(
             self.github, timings=RunnerTimings().faster(runner_speedup), docker_boot_seconds=docker_boot_seconds
         )
@@ -91,14 +93,13 @@ class Simulator:
             schedule_delay=schedule_delay,
             crash_loop=CrashLoopBackOff().faster(runner_speedup),
             fault_proxy=fault_proxy,
+            workdir=self.workdir,
         )
         self.kubernetes = kubernetes
         self.kubeconfig: Path | None = None
         self.credential = CREDENTIAL
         self.read_only_credential = READ_ONLY_CREDENTIAL
         self.namespace = namespaces[0] if namespaces else "actions-runners"
-        self._tempdir = None if workdir else tempfile.TemporaryDirectory(prefix="actions-runners-sim-")
-        self.workdir = Path(workdir or self._tempdir.name)  # type: ignore[union-attr]
 
     @property
     def repo_url(self) -> str:

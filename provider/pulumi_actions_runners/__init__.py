@@ -3,7 +3,7 @@
 from importlib.metadata import version
 
 from .functions import GetRunnerReleaseResult, get_runner_release, get_runner_release_output
-from .resources import RegistrationToken, Runner, RunnerPool, RunnerPoolNotConverged
+from .resources import RegistrationToken, Runner, RunnerPool, RunnerPoolNotConverged, RunnerScaleSet
 
 __version__ = version("pulumi-actions-runners")
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Runner",
     "RunnerPool",
     "RunnerPoolNotConverged",
+    "RunnerScaleSet",
     "get_runner_release",
     "get_runner_release_output",
 ]

@@ -14,6 +14,7 @@ from .inputs import names
 from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider
+from .providers.runner_scale_set import RunnerScaleSetProvider
 from .redaction import scrub_all
 from .wording import counted
 
@@ -268,6 +269,86 @@ class RunnerPool(Resource, module=RESOURCE_MODULE, name="RunnerPool"):
         opts = _with_secret_outputs(opts, ["registration_token", "github_token", "github_app_private_key"])
         super().__init__(RunnerPoolProvider(), resource_name, props, opts)
         self.problems.apply(functools.partial(_fail_on_problems, resource_name))
+
+
+class RunnerScaleSet(Resource, module=RESOURCE_MODULE, name="RunnerScaleSet"):
+    """A GitHub runner scale set: runners that follow the job queue, between updates too.
+
+    Workflows ask for it with ``runs-on: <scale_set_name>``. Its listener (a Deployment of one pod in
+    ``namespace``) holds the set's session with GitHub and keeps ``min(max_runners, min_runners + assigned jobs)``
+    runners, each a pod with a just-in-time config of its own; it removes only idle runners, the seed's way
+    (RemoveRunner first, refused for a busy runner; then ``grace_period_seconds``; then the pod). An update hands
+    the listener new bounds or a new runner spec (idle runners of the old spec are replaced, busy ones finish on
+    it); a new listener image or credential rolls the listener. ``labels`` are sent to GitHub with the set, as
+    ARC's scaleSetLabels are: GitHub Enterprise Server 3.18+ with ``DistributedTask.AllowRunnerScaleSetCustomLabels``
+    routes jobs by them, github.com has been reported to target a set by its name alone (ARC #4425, #4579), so
+    ``runs-on: <scale_set_name>`` is the form that works everywhere. After a refresh, ``statistics`` are GitHub's
+    counts for the set and ``runners`` its runners' pods.
+    """
+
+    scale_set_id: Output[int]
+    scale_set_name: Output[str]
+    listener: Output[str]
+    statistics: Output[dict[str, int]]
+    runners: Output[list[dict[str, Any]]]
+    update_kind: Output[list[str]]
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        github_url: Input[str],
+        namespace: Input[str],
+        max_runners: Input[int],
+        min_runners: Input[int] = 0,
+        scale_set_name: Input[str] | None = None,
+        runner_group: Input[str] | None = None,
+        labels: Input[Sequence[Input[str]]] = (),
+        image: Input[str] | None = None,
+        runner_version: Input[str] | None = None,
+        pod_template: Input[Mapping[str, Any]] | PodTemplateSpecArgs | None = None,
+        docker: Input[bool] = False,
+        listener_image: Input[str] | None = None,
+        grace_period_seconds: Input[float] = 30,
+        unregister_timeout_seconds: Input[float] = 600,
+        register_timeout_seconds: Input[float] = 300,
+        github_token: Input[str] | None = None,
+        github_app_id: Input[str | int] | None = None,
+        github_app_installation_id: Input[int] | None = None,
+        github_app_private_key: Input[str] | None = None,
+        kubeconfig: Input[str] | None = None,
+        opts: ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "github_url": github_url,
+            "namespace": namespace,
+            "scale_set_name": default_runner_name(resource_name, 45) if scale_set_name is None else scale_set_name,
+            "owner": ownership_id("RunnerScaleSet", resource_name),
+            "min_runners": min_runners,
+            "max_runners": max_runners,
+            "runner_group": runner_group,
+            "labels": list(labels) if isinstance(labels, (list, tuple)) else labels,
+            "image": image,
+            "runner_version": runner_version,
+            "runner_release": None,
+            "pod_template": pod_template,
+            "docker": docker,
+            "listener_image": listener_image,
+            "grace_period_seconds": grace_period_seconds,
+            "unregister_timeout_seconds": unregister_timeout_seconds,
+            "register_timeout_seconds": register_timeout_seconds,
+            "github_token": _secret(github_token),
+            **_app_inputs(github_app_id, github_app_installation_id, github_app_private_key),
+            "kubeconfig": kubeconfig,
+            "scale_set_id": None,
+            "listener": None,
+            "statistics": None,
+            "runners": None,
+            "update_kind": None,
+            "spec_hash": None,
+        }
+        opts = _with_secret_outputs(opts, ["github_token", "github_app_private_key"])
+        super().__init__(RunnerScaleSetProvider(), resource_name, props, opts)
 
 
 def _fail_on_problems(resource_name: str, problems: list[str] | None) -> None:

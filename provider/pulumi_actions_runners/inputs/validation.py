@@ -177,3 +177,18 @@ def name_prefix(value: Any) -> str | None:
 
 def _whole(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
+
+
+MAX_SCALE_SET_NAME = 45  # ARC's limit too (gha-runner-scale-set's chart): room for what is named after it
+
+
+def scale_set_name(value: Any) -> str | None:
+    """The ``runs-on`` name of a scale set, which its runners' names ("<name>-<5 letters>", at most 64 characters
+    for GitHub) and its listener's objects ("<name>-listener-github") start with."""
+    reason = dns_label(value)
+    if reason is None and len(value) > MAX_SCALE_SET_NAME:
+        return (
+            f"{value!r} is too long: use at most {MAX_SCALE_SET_NAME} characters, leaving room for its runners' "
+            "and its listener's names"
+        )
+    return reason

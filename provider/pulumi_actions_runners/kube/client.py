@@ -178,6 +178,11 @@ class KubeClient:
         self._batch = kubernetes().client.BatchV1Api(self._api_client)
         self._once: client.ApiClient | None = None  # made when first needed (delete_pod's once)
 
+    @property
+    def api_client(self) -> client.ApiClient:
+        """For the calls of other kinds (scale_set_objects.py), over the same connections."""
+        return self._api_client
+
     def close(self) -> None:
         self._api_client.close()
         if self._once is not None:
@@ -221,9 +226,10 @@ class KubeClient:
             raise
         return SecretMetadata.of(json.loads(response.data))
 
-    def create_pod(self, manifest: dict[str, Any]) -> None:
+    def create_pod(self, manifest: dict[str, Any]) -> client.V1Pod:
+        """The pod as made (its uid, for what it is to own)."""
         try:
-            self._core.create_namespaced_pod(
+            return self._core.create_namespaced_pod(
                 manifest["metadata"]["namespace"], manifest, _request_timeout=REQUEST_TIMEOUT
             )
         except api_exception() as error:

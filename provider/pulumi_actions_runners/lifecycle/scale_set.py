@@ -1,0 +1,285 @@
+"""A RunnerScaleSet's create, update, delete and refresh: the scale set on GitHub, and its listener in the
+namespace. Its runners are the listener's between updates (listener/loop.py); an update hands the listener new
+bounds and a new runner spec through its ConfigMap, and rolls it only when what it is changes (its image, its
+credential).
+
+CREATE   The set is registered with GitHub, unless one of its name exists: that one is adopted only if it is
+         provably this resource's (the namespace holds this resource's listener ConfigMap naming that very set:
+         an earlier create that failed after registering it); else the create fails, touching nothing. Then the
+         listener's Secret, ConfigMap, ServiceAccount, Role, RoleBinding and Deployment. A failure after the set
+         was registered takes the set and the objects back, so nothing is left that the state does not list.
+UPDATE   The set's labels and group brought to the inputs (made again if GitHub deleted it), the ConfigMap
+         rewritten, the listener's objects applied (its Deployment rolls only if its pod template changed).
+DELETE   The listener stops first (its Deployment deleted; on SIGTERM it deletes its session), so nothing makes
+         runners meanwhile; then each runner is retired the seed's way (lifecycle/scale_set_runners.py), busy
+         ones waited for up to ``unregister_timeout_seconds``, then an error that keeps the resource; then the set
+         deleted on GitHub, and the listener's objects.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..clock import Clock
+from ..github.scale_sets import ActionsServiceClient, ScaleSet
+from ..kube.client import KubeClient
+from ..kube.manifests import OWNER_LABEL, RunnerSpec
+from ..kube.pod_state import pod_phase
+from ..kube.scale_set_manifests import (
+    CONFIG_KEY,
+    ListenerSpec,
+    ScaleSetConfig,
+    config_map,
+    credential_secret,
+    credential_secret_name,
+    listener_deployment,
+    listener_name,
+    listener_rbac,
+    listener_selector,
+    runner_selector,
+)
+from ..kube.scale_set_objects import ScaleSetObjects
+from .scale_set_runners import Retirement, SetRunner, clean_ended, retire_step
+
+log = logging.getLogger(__name__)
+
+LISTENER_STOP_SECONDS = 60.0  # its termination grace (30 s) and a margin
+POLL_SECONDS = 0.5
+
+
+class ScaleSetNameTaken(Exception):
+    """A scale set of the name exists on GitHub that this resource did not make."""
+
+
+class ScaleSetNotDrained(Exception):
+    """Runners of the set still ran jobs when the delete's wait ended: the resource stays, to destroy again."""
+
+
+@dataclass(frozen=True)
+class ScaleSetBounds:
+    """What the scale set is on GitHub, and what its runners are made of."""
+
+    scale_set_name: str
+    runner_group: str
+    labels: tuple[str, ...]
+    min_runners: int
+    max_runners: int
+    runner: RunnerSpec  # every runner's spec but its name
+
+
+@dataclass(frozen=True)
+class ScaleSetTimeouts:
+    grace_period_seconds: float
+    unregister_timeout_seconds: float
+    register_timeout_seconds: float
+
+
+@dataclass
+class Observed:
+    """The set as a refresh sees it."""
+
+    scale_set_id: int | None
+    statistics: dict[str, int] = field(default_factory=dict)
+    runners: list[dict[str, Any]] = field(default_factory=list)
+    listener_running: bool = False
+
+
+def _config(bounds: ScaleSetBounds, timeouts: ScaleSetTimeouts, scale_set: ScaleSet) -> ScaleSetConfig:
+    return ScaleSetConfig(
+        scale_set_id=scale_set.id,
+        scale_set_name=bounds.scale_set_name,
+        runner_group_id=scale_set.runner_group_id,
+        labels=bounds.labels,
+        min_runners=bounds.min_runners,
+        max_runners=bounds.max_runners,
+        grace_period_seconds=timeouts.grace_period_seconds,
+        register_timeout_seconds=timeouts.register_timeout_seconds,
+        runner=bounds.runner,
+    )
+
+
+def _recorded_config(objects: ScaleSetObjects, listener: ListenerSpec) -> ScaleSetConfig | None:
+    """The ConfigMap's config, if the namespace holds this resource's."""
+    found = objects.read("ConfigMap", listener.namespace, listener_name(listener.scale_set_name))
+    if found is None or (found.metadata.labels or {}).get(OWNER_LABEL) != listener.owner:
+        return None
+    text = (found.data or {}).get(CONFIG_KEY)
+    return ScaleSetConfig.of_json(text) if text else None
+
+
+def create_scale_set(
+    bounds: ScaleSetBounds,
+    listener: ListenerSpec,
+    timeouts: ScaleSetTimeouts,
+    github: ActionsServiceClient,
+    objects: ScaleSetObjects,
+) -> int:
+    """The set's id, once it is registered and its listener deployed."""
+    group_id = github.runner_group_id(bounds.runner_group)
+    existing = github.scale_set_by_name(bounds.scale_set_name, group_id)
+    made = False
+    if existing is not None:
+        recorded = _recorded_config(objects, listener)
+        if recorded is None or recorded.scale_set_id != existing.id:
+            raise ScaleSetNameTaken(
+                f"a runner scale set named {bounds.scale_set_name!r} (id {existing.id}) exists in "
+                f"{github.config_url} and is not this resource's (no listener of this resource in namespace "
+                f"{listener.namespace} names it): choose another scale_set_name, or delete that scale set if it is "
+                "a leftover of yours"
+            )
+        scale_set = github.update_scale_set(existing.id, bounds.labels, bounds.scale_set_name)
+        log.info("scale set %s (id %d): this resource's, adopted", bounds.scale_set_name, existing.id)
+    else:
+        scale_set = github.create_scale_set(bounds.scale_set_name, group_id, bounds.labels)
+        made = True
+        log.info("scale set %s registered with GitHub (id %d)", bounds.scale_set_name, scale_set.id)
+    try:
+        apply_listener(listener, _config(bounds, timeouts, scale_set), objects)
+    except Exception:
+        if made:
+            _delete_listener_objects(listener, objects)
+            github.delete_scale_set(scale_set.id)
+        raise
+    return scale_set.id
+
+
+def update_scale_set(
+    bounds: ScaleSetBounds,
+    listener: ListenerSpec,
+    timeouts: ScaleSetTimeouts,
+    scale_set_id: int,
+    github: ActionsServiceClient,
+    objects: ScaleSetObjects,
+) -> int:
+    """The set's id (another if GitHub had deleted it, or the listener made it again)."""
+    recorded = _recorded_config(objects, listener)
+    current = recorded.scale_set_id if recorded is not None else scale_set_id
+    group_id = github.runner_group_id(bounds.runner_group)
+    scale_set = github.scale_set(current)
+    if scale_set is None:
+        scale_set = github.scale_set_by_name(bounds.scale_set_name, group_id) or github.create_scale_set(
+            bounds.scale_set_name, group_id, bounds.labels
+        )
+        log.warning("scale set %s was gone on GitHub's side: it is id %d now", bounds.scale_set_name, scale_set.id)
+    wanted = tuple(dict.fromkeys((bounds.scale_set_name, *bounds.labels)))
+    if scale_set.labels != wanted or scale_set.runner_group_id != group_id:
+        scale_set = github.update_scale_set(scale_set.id, bounds.labels, bounds.scale_set_name, group_id)
+    apply_listener(listener, _config(bounds, timeouts, scale_set), objects)
+    return scale_set.id
+
+
+def apply_listener(listener: ListenerSpec, config: ScaleSetConfig, objects: ScaleSetObjects) -> None:
+    """The listener's objects as the inputs make them: the Deployment last, once what it needs is there."""
+    for manifest in (
+        credential_secret(listener),
+        config_map(listener, config),
+        *listener_rbac(listener),
+        listener_deployment(listener),
+    ):
+        objects.apply(manifest)
+
+
+def delete_scale_set(
+    listener: ListenerSpec,
+    timeouts: ScaleSetTimeouts,
+    scale_set_id: int,
+    github: ActionsServiceClient,
+    objects: ScaleSetObjects,
+    kube: KubeClient,
+    clock: Clock,
+) -> None:
+    """Nothing left of the set on GitHub or in the namespace; ScaleSetNotDrained (everything kept but the
+    listener) while busy runners outlast the wait."""
+    recorded = _recorded_config(objects, listener)
+    current = recorded.scale_set_id if recorded is not None else scale_set_id
+    namespace, name = listener.namespace, listener.scale_set_name
+    objects.delete("Deployment", namespace, listener_name(name))
+    _wait_listener_gone(kube, namespace, name, clock)
+    _drain(namespace, name, timeouts, github, kube, clock)
+    github.delete_scale_set(current)
+    log.info("scale set %s (id %d) deleted on GitHub", name, current)
+    _delete_listener_objects(listener, objects)
+
+
+def _wait_listener_gone(kube: KubeClient, namespace: str, name: str, clock: Clock) -> None:
+    deadline = clock.monotonic() + LISTENER_STOP_SECONDS
+    while kube.list_pods(namespace, listener_selector(name)):
+        if clock.monotonic() > deadline:
+            raise ScaleSetNotDrained(
+                f"the listener of scale set {name} was still running {LISTENER_STOP_SECONDS:.0f} s after its "
+                "Deployment was deleted: nothing else was touched; run destroy again"
+            )
+        clock.sleep(POLL_SECONDS)
+
+
+def _drain(
+    namespace: str, name: str, timeouts: ScaleSetTimeouts, github: ActionsServiceClient, kube: KubeClient, clock: Clock
+) -> None:
+    """Every runner retired; busy ones waited for, for ``unregister_timeout_seconds`` at most."""
+    deadline = clock.monotonic() + timeouts.unregister_timeout_seconds + timeouts.grace_period_seconds
+    said: set[str] = set()
+    while True:
+        runners = [SetRunner.of_pod(pod) for pod in kube.list_pods(namespace, runner_selector(name))]
+        if not runners:
+            return
+        busy = []
+        for runner in runners:
+            if runner.ended and not runner.terminating:
+                clean_ended(runner, github, kube)
+            elif not runner.terminating:
+                step = retire_step(runner, github, kube, clock, timeouts.grace_period_seconds)
+                if step is Retirement.BUSY:
+                    busy.append(runner.name)
+                    if runner.name not in said:
+                        said.add(runner.name)
+                        log.info("runner %s runs a job: waiting for it to finish", runner.name)
+        if busy and clock.monotonic() > deadline:
+            raise ScaleSetNotDrained(
+                f"{len(busy)} runners of scale set {name} still ran jobs after "
+                f"{timeouts.unregister_timeout_seconds:.0f} s ({', '.join(sorted(busy))}): their pods were left "
+                "running, and so was the scale set on GitHub; its listener is stopped, so it takes no new job. "
+                "Run destroy again once they are done"
+            )
+        clock.sleep(POLL_SECONDS)
+
+
+def _delete_listener_objects(listener: ListenerSpec, objects: ScaleSetObjects) -> None:
+    namespace, name = listener.namespace, listener_name(listener.scale_set_name)
+    objects.delete("Deployment", namespace, name)
+    for kind in ("RoleBinding", "Role", "ServiceAccount", "ConfigMap"):
+        objects.delete(kind, namespace, name)
+    objects.delete("Secret", namespace, credential_secret_name(listener.scale_set_name))
+
+
+def observe_scale_set(
+    listener: ListenerSpec, scale_set_id: int, github: ActionsServiceClient, objects: ScaleSetObjects, kube: KubeClient
+) -> Observed:
+    """The set's statistics and runners as they are now (its id as the listener last wrote it)."""
+    recorded = _recorded_config(objects, listener)
+    current = recorded.scale_set_id if recorded is not None else scale_set_id
+    statistics = github.statistics(current)
+    namespace, name = listener.namespace, listener.scale_set_name
+    runners = []
+    for pod in kube.list_pods(namespace, runner_selector(name)):
+        runner = SetRunner.of_pod(pod)
+        runners.append(
+            {
+                "name": runner.name,
+                "id": runner.runner_id,
+                "spec_hash": runner.spec_hash,
+                "pod_phase": pod_phase(pod),
+                "retiring": runner.removed_at is not None,
+            }
+        )
+    listening = any(
+        pod.status is not None and pod.status.phase == "Running"
+        for pod in kube.list_pods(namespace, listener_selector(name))
+    )
+    return Observed(
+        scale_set_id=current if statistics is not None else None,
+        statistics=statistics or {},
+        runners=sorted(runners, key=lambda r: r["name"]),
+        listener_running=listening,
+    )

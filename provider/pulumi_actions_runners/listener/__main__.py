@@ -1,0 +1,65 @@
+"""``actions-runners-listener``: the listener's process, as its Deployment runs it (kube/scale_set_manifests.py).
+
+Its environment says which scale set it serves and holds its GitHub credential (``GITHUB_TOKEN``, or
+``GITHUB_APP_ID`` and ``GITHUB_APP_PRIVATE_KEY``, from its Secret); its Kubernetes access is the pod's service
+account (or the kubeconfig ``KUBECONFIG`` names, as for any client). Exit 0 after SIGTERM (its session deleted);
+1 when it cannot carry on, for the Deployment to start it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+
+from ..clock import SystemClock
+from ..github.auth import github_auth
+from ..github.client import GitHubClient
+from ..github.scale_sets import ActionsServiceClient
+from ..github.url import parse_github_url
+from ..kube.client import KubeClient
+from ..kube.scale_set_manifests import ENV_CONFIG_MAP, ENV_GITHUB_URL, ENV_NAMESPACE, ENV_POD_NAME, ENV_SCALE_SET_NAME
+from ..logs import log_to_stderr
+from .loop import Listener, ListenerSettings
+from .session import SessionNotOpened
+
+log = logging.getLogger("pulumi_actions_runners.listener")
+
+
+def main() -> int:
+    log_to_stderr()
+    try:
+        settings = ListenerSettings(
+            scale_set_name=os.environ[ENV_SCALE_SET_NAME],
+            namespace=os.environ[ENV_NAMESPACE],
+            config_map=os.environ[ENV_CONFIG_MAP],
+            pod_name=os.environ.get(ENV_POD_NAME) or os.environ.get("HOSTNAME", "listener"),
+        )
+        target = parse_github_url(os.environ[ENV_GITHUB_URL])
+    except KeyError as missing:
+        log.error("%s is not set: the listener runs from its RunnerScaleSet's Deployment, which sets it", missing)
+        return 1
+    credential = github_auth({"github_url": target.url}, target)  # the environment's, from the Secret
+    with GitHubClient(target, credential) as rest, ActionsServiceClient(rest) as github, KubeClient(None) as kube:
+        listener = Listener(settings, github, kube, SystemClock())
+
+        def stop(signum: int, _frame: FrameType | None) -> None:
+            log.info("%s: stopping", signal.Signals(signum).name)
+            listener.stop.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        log.info("listener of scale set %s in namespace %s starting", settings.scale_set_name, settings.namespace)
+        try:
+            listener.run()
+        except SessionNotOpened as error:
+            log.error("%s", error)
+            return 1
+    log.info("listener of scale set %s stopped", settings.scale_set_name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

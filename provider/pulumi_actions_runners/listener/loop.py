@@ -1,0 +1,287 @@
+"""The listener's two loops, as actions-runner-controller's cmd/ghalistener has them (a message loop, and a
+scaler acting on what it learnt), over one scale set:
+
+- **the queue** (a thread): long-polls the session's message queue with the set's ``max_runners`` as its
+  capacity, acknowledges each message, acquires the jobs offered, keeps the last statistics and which runners
+  are busy (JobStarted, JobCompleted), and wakes the runners' loop. An expired queue token is refreshed, a
+  session GitHub dropped is opened anew, a set GitHub deleted is made again; other failures are retried from
+  1 s doubling to 30 s, said each time.
+- **the runners** (the main thread): at each message, or every `RESYNC_SECONDS`, reads the ConfigMap (the last
+  update's bounds and runner spec), lists its runners' pods (all it knows of them is on them, so a restarted
+  listener carries on), and acts on scaler.plan: starts runners, takes retirements one step further, deletes
+  ended pods.
+
+On SIGTERM both stop and the session is deleted. Nothing here logs a credential or a JIT config; every line is
+scrubbed on its way out anyway (logs.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import requests
+
+from ..clock import Clock
+from ..github.client import GitHubError
+from ..github.scale_sets import (
+    ActionsServiceClient,
+    Message,
+    QueueTokenExpired,
+    ScaleSetNotFound,
+    Session,
+    SessionGone,
+)
+from ..kube.client import KubeClient, describe
+from ..kube.scale_set_manifests import CONFIG_KEY, ScaleSetConfig, runner_selector
+from ..kube.scale_set_objects import ScaleSetObjects
+from ..lifecycle.scale_set_runners import Retirement, SetRunner, clean_ended, retire_step, start_runner
+from .scaler import desired_runners, plan
+from .session import ScaleSetHold
+
+log = logging.getLogger(__name__)
+
+RESYNC_SECONDS = 2.0  # the runners' loop looks at its pods at least this often
+STARTS_AT_ONCE = 8  # runners started concurrently (four calls each)
+FIRST_BACKOFF_SECONDS, LAST_BACKOFF_SECONDS = 1.0, 30.0
+
+
+@dataclass
+class QueueState:
+    """What the message queue said, shared by the two loops under ``lock``."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    statistics: dict[str, int] = field(default_factory=dict)
+    busy: set[int] = field(default_factory=set)
+    online: set[int] = field(default_factory=set)  # runners known to have come online (they took a job)
+    messages: int = 0
+    acquired: int = 0
+
+    def assigned(self) -> int:
+        with self.lock:
+            return int(self.statistics.get("totalAssignedJobs", 0))
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """What the listener is (its Deployment's environment): the rest is in its ConfigMap."""
+
+    scale_set_name: str
+    namespace: str
+    config_map: str
+    pod_name: str
+
+
+class Listener:
+    def __init__(
+        self,
+        settings: ListenerSettings,
+        github: ActionsServiceClient,
+        kube: KubeClient,
+        clock: Clock,
+    ) -> None:
+        self._settings = settings
+        self._github = github
+        self._kube = kube
+        self._objects = ScaleSetObjects(kube)
+        self._clock = clock
+        self.stop = threading.Event()
+        self._wake = threading.Event()
+        self.queue = QueueState()
+        self._hold = ScaleSetHold(github, settings.pod_name, clock, self.stop, self._set_moved)
+        self._config: ScaleSetConfig | None = None
+
+    # -- the whole ------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Until ``stop`` is set; raises what it cannot carry on from (the session another's for too long)."""
+        config = self._read_config()
+        session = self._hold.open(config)
+        with self.queue.lock:
+            self.queue.statistics = dict(session.statistics)
+        poller = threading.Thread(target=self._queue_loop, name="message-queue", daemon=True)
+        poller.start()
+        try:
+            self._runners_loop()
+        finally:
+            self.stop.set()
+            try:
+                self._hold.close()
+            except (GitHubError, requests.RequestException) as error:
+                log.warning("the session could not be deleted (%s): it expires on GitHub's side", error)
+            poller.join(timeout=10)
+
+    def _read_config(self) -> ScaleSetConfig:
+        text = self._objects.config(self._settings.namespace, self._settings.config_map, CONFIG_KEY)
+        if text is None:
+            raise RuntimeError(
+                f"ConfigMap {self._settings.namespace}/{self._settings.config_map} has no {CONFIG_KEY}: the "
+                "RunnerScaleSet's update writes it"
+            )
+        config = ScaleSetConfig.of_json(text)
+        if self._hold.scale_set_id and self._hold.scale_set_id != config.scale_set_id:
+            config = _with_id(config, self._hold.scale_set_id)  # made again, and written back since
+        self._config = config
+        return config
+
+    def _set_moved(self, scale_set_id: int) -> None:
+        """The set was made again: its new id, for the runners' JIT configs and the provider's refresh."""
+        if self._config is not None:
+            self._config = _with_id(self._config, scale_set_id)
+            self._objects.set_config(
+                self._settings.namespace, self._settings.config_map, CONFIG_KEY, self._config.to_json()
+            )
+        with self.queue.lock:
+            self.queue.busy.clear()
+
+    # -- the message queue ----------------------------------------------------------------------------------
+
+    def _queue_loop(self) -> None:
+        last_message_id, backoff = 0, FIRST_BACKOFF_SECONDS
+        while not self.stop.is_set():
+            config = self._config
+            session = self._hold.session
+            assert config is not None
+            try:
+                if session is None:
+                    session = self._hold.open(config)
+                message = self._github.get_message(session, last_message_id, config.max_runners)
+                if message is not None:
+                    last_message_id = message.id
+                    self._handle(message, session)
+                backoff = FIRST_BACKOFF_SECONDS
+            except QueueTokenExpired:
+                self._call_safely(functools.partial(self._hold.refresh, config))
+            except (SessionGone, ScaleSetNotFound):
+                log.warning("scale set %s: its session is gone; opening another", config.scale_set_name)
+                last_message_id = 0  # a new set's message ids start anew; unacknowledged ones come again
+                self._hold.session = None
+                self._call_safely(functools.partial(self._hold.open, config))
+            except (GitHubError, requests.RequestException) as error:
+                if self.stop.is_set():
+                    return
+                log.warning("the message queue failed (%s); trying again in %.0f s", error, backoff)
+                self.stop.wait(backoff)
+                backoff = min(LAST_BACKOFF_SECONDS, backoff * 2)
+            except Exception:
+                log.exception("the message loop stopped")
+                self.stop.set()
+            finally:
+                self._wake.set()
+
+    def _call_safely(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except (GitHubError, requests.RequestException) as error:
+            log.warning("scale set: %s; trying again", error)
+            self.stop.wait(FIRST_BACKOFF_SECONDS)
+
+    def _handle(self, message: Message, session: Session) -> None:
+        available = []
+        with self.queue.lock:
+            self.queue.messages += 1
+            self.queue.statistics = dict(message.statistics)
+            for job in message.jobs:
+                kind, runner_id = job.get("messageType"), int(job.get("runnerId") or 0)
+                if kind == "JobAvailable":
+                    available.append(int(job["runnerRequestId"]))
+                elif kind == "JobStarted" and runner_id:
+                    self.queue.busy.add(runner_id)
+                    self.queue.online.add(runner_id)
+                elif kind == "JobCompleted" and runner_id:
+                    self.queue.busy.discard(runner_id)
+        self._github.delete_message(session, message.id)
+        if available:
+            acquired = self._github.acquire_jobs(session, self._hold.scale_set_id, available)
+            with self.queue.lock:
+                self.queue.acquired += len(acquired)
+            log.info("acquired %d of %d jobs offered", len(acquired), len(available))
+
+    # -- the runners ----------------------------------------------------------------------------------------
+
+    def _runners_loop(self) -> None:
+        with ThreadPoolExecutor(STARTS_AT_ONCE, thread_name_prefix="runner-start") as starts:
+            while not self.stop.is_set():
+                try:
+                    self._turn(starts)
+                except Exception as error:  # a failed turn is retried at the next; the loop never dies of it
+                    log.warning("the runners' turn failed: %s", describe(error))
+                self._wake.wait(RESYNC_SECONDS)
+                self._wake.clear()
+
+    def _turn(self, starts: ThreadPoolExecutor) -> None:
+        config = self._read_config()
+        pods = self._kube.list_pods(config.runner.namespace, runner_selector(config.scale_set_name))
+        runners = [SetRunner.of_pod(pod) for pod in pods]
+        now = datetime.now(UTC)
+        self._look_online(runners, now, config)
+        with self.queue.lock:
+            busy, online = set(self.queue.busy), set(self.queue.online)
+        desired = desired_runners(config.min_runners, config.max_runners, self.queue.assigned())
+        decided = plan(
+            runners,
+            desired=desired,
+            spec_hash=config.runner.spec_hash,
+            busy=busy,
+            online=online,
+            now=now,
+            register_timeout_seconds=config.register_timeout_seconds,
+        )
+        if decided.start or decided.retire:
+            log.info(
+                "runners: %d wanted (min %d, max %d, %d jobs assigned), %d to start, %d retiring",
+                desired,
+                config.min_runners,
+                config.max_runners,
+                self.queue.assigned(),
+                decided.start,
+                len(decided.retire),
+            )
+        by_name = {r.name: r for r in runners}
+        for name in decided.clean:
+            clean_ended(by_name[name], self._github, self._kube)
+        for name, why in decided.retire.items():
+            runner = by_name[name]
+            if runner.removed_at is None:
+                log.info("runner %s retires: %s", name, why)
+            step = retire_step(runner, self._github, self._kube, self._clock, config.grace_period_seconds)
+            if step is Retirement.BUSY and runner.runner_id is not None:
+                with self.queue.lock:
+                    self.queue.busy.add(runner.runner_id)
+                log.info("runner %s runs a job (GitHub refused its removal): it stays", name)
+        for future in [starts.submit(self._start, config) for _ in range(decided.start)]:
+            future.result()
+
+    def _start(self, config: ScaleSetConfig) -> None:
+        try:
+            runner = start_runner(config, self._github, self._kube, self._objects)
+            log.info("runner %s started (id %s)", runner.name, runner.runner_id)
+        except Exception as error:
+            log.warning("a runner could not be started: %s", describe(error))
+
+    def _look_online(self, runners: list[SetRunner], now: datetime, config: ScaleSetConfig) -> None:
+        """Runners past their registration time not known online: asked of GitHub, once each until they are."""
+        with self.queue.lock:
+            known = self.queue.online | self.queue.busy
+        for runner in runners:
+            late = (
+                runner.created is not None and (now - runner.created).total_seconds() > config.register_timeout_seconds
+            )
+            if not late or runner.runner_id is None or runner.runner_id in known or runner.removed_at is not None:
+                continue
+            if runner.ended or runner.terminating:
+                continue
+            found = self._github.runner(runner.runner_id)
+            if found is not None and found.get("status") == "online":
+                with self.queue.lock:
+                    self.queue.online.add(runner.runner_id)
+
+
+def _with_id(config: ScaleSetConfig, scale_set_id: int) -> ScaleSetConfig:
+    return dataclasses.replace(config, scale_set_id=scale_set_id)

@@ -1,0 +1,70 @@
+"""What the listener does about its runners at one turn of its loop: plain decisions on what the pods and the
+message queue say, with no call made here.
+
+The count is actions-runner-controller's (cmd/ghalistener/scaler/scaler.go): ``min(max_runners, min_runners +
+assigned jobs)``, where assigned counts the jobs acquired and those running (``totalAssignedJobs``), so that
+``min_runners`` idle runners wait beside the busy ones. Runners leave by the seed's retirement
+(lifecycle/scale_set_runners.py), whose removal GitHub refuses for a busy runner: a runner chosen here is only a
+candidate, never a pod deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..lifecycle.scale_set_runners import SetRunner
+
+
+def desired_runners(min_runners: int, max_runners: int, assigned_jobs: int) -> int:
+    return min(max_runners, min_runners + max(0, assigned_jobs))
+
+
+@dataclass(frozen=True)
+class Plan:
+    start: int  # new runners
+    retire: dict[str, str] = field(default_factory=dict)  # runner name -> why
+    clean: list[str] = field(default_factory=list)  # ended pods
+
+    @property
+    def idle(self) -> bool:
+        return not (self.start or self.retire or self.clean)
+
+
+def plan(
+    runners: list[SetRunner],
+    *,
+    desired: int,
+    spec_hash: str,
+    busy: set[int],
+    online: set[int],
+    now: datetime,
+    register_timeout_seconds: float,
+) -> Plan:
+    """``busy``: runner ids the queue said run a job (or whose removal GitHub refused); ``online``: those known to
+    have come online. Surplus runners are chosen among the idle: those not yet running first, then the newest."""
+    clean = [r.name for r in runners if r.ended and not r.terminating]
+    retire: dict[str, str] = {}
+    for runner in runners:
+        if runner.ended or runner.terminating:
+            continue
+        if runner.removed_at is not None:
+            retire[runner.name] = "its retirement goes on"
+        elif runner.runner_id in busy:
+            continue
+        elif runner.spec_hash != spec_hash:
+            retire[runner.name] = "its spec is an earlier one"
+        elif _late(runner, now, register_timeout_seconds) and runner.runner_id not in online:
+            retire[runner.name] = runner.stuck or f"not online {register_timeout_seconds:.0f} s after its start"
+    serving = [r for r in runners if not (r.ended or r.terminating) and r.name not in retire]
+    surplus = len(serving) - desired
+    if surplus > 0:
+        idle = [r for r in serving if r.runner_id not in busy]
+        idle.sort(key=lambda r: (r.running, -(r.created.timestamp() if r.created else float("inf"))))
+        for runner in idle[:surplus]:
+            retire[runner.name] = f"more runners than the {desired} wanted"
+    return Plan(start=max(0, desired - len(serving)), retire=retire, clean=clean)
+
+
+def _late(runner: SetRunner, now: datetime, timeout: float) -> bool:
+    return runner.created is not None and (now - runner.created).total_seconds() > timeout

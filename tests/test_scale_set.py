@@ -1,0 +1,202 @@
+"""RunnerScaleSet end to end: its scale set on the GitHub double's Actions service, its listener run by the
+kubelet stand-in from its own entry point (a process of this machine, with its pod's ServiceAccount token, so
+that the real API server's RBAC judges it by its Role), its runners simulated as actions/runner behaves."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
+from actions_runners_simulator.kube_apiserver import KubeApiServer
+from actions_runners_simulator.simulator import Simulator
+from pulumi_actions_runners import RunnerScaleSet
+from pulumi_actions_runners.kube.scale_set_manifests import SCALE_SET_LABEL as LABEL
+from pulumi_actions_runners.kube.scale_set_manifests import listener_selector, runner_selector
+from tests.conftest import ROOT, quick_simulator, wait_until
+from tests.helpers import NAMESPACE, outputs
+
+SET = "linux-set"
+
+
+@pytest.fixture
+def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+    with quick_simulator(kube_api_server) as simulator:
+        simulator.github.service.long_poll_seconds = 1.0
+        simulator.github.service.session_silence_seconds = 3.0
+        yield simulator
+
+
+def scale_set(sim: Simulator, **args: Any) -> Callable[[], None]:
+    def program() -> None:
+        RunnerScaleSet(
+            "scale-set",
+            github_url=sim.repo_url,
+            namespace=NAMESPACE,
+            github_token=sim.credential,
+            kubeconfig=str(sim.kubeconfig),
+            **{
+                "scale_set_name": SET,
+                "max_runners": 4,
+                "grace_period_seconds": 0.5,
+                "register_timeout_seconds": 30,
+                "unregister_timeout_seconds": 60,
+                **args,
+            },
+        )
+
+    return program
+
+
+def pods(sim: Simulator, selector: str) -> list[Any]:
+    with sim.kube.api_server.admin_client() as admin:
+        return client.CoreV1Api(admin).list_namespaced_pod(NAMESPACE, label_selector=selector).items
+
+
+def runner_pods(sim: Simulator) -> list[Any]:
+    return [p for p in pods(sim, runner_selector(SET)) if p.metadata.deletion_timestamp is None]
+
+
+def listener_log(sim: Simulator) -> str:
+    assert sim.kube.processes is not None
+    return "".join(sim.kube.processes.log_of(NAMESPACE, p) for p in sim.kube.processes.started)
+
+
+def jobs_done(sim: Simulator, count: int) -> bool:
+    return len([j for j in sim.github.jobs("completed") if j["conclusion"] == "success"]) >= count
+
+
+def test_a_burst_is_served_within_max_runners_and_the_set_returns_to_min(sim: Simulator) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(scale_set(sim, min_runners=1))
+        state = outputs(engine, "scale-set")
+        assert state["scale_set_id"] and state["listener"] == f"{SET}-listener"
+        wait_until(lambda: len(runner_pods(sim)) == 1, "the one idle runner min_runners keeps", 30)
+        sim.github.queue_jobs(sim.repo_url, [SET], 1.0, count=8)
+        peak = [0]
+
+        def served() -> bool:
+            peak[0] = max(peak[0], len(runner_pods(sim)))
+            return jobs_done(sim, 8)
+
+        wait_until(served, "the eight jobs served", 60)
+        assert peak[0] <= 4, f"{peak[0]} runners at once, above max_runners 4"
+        wait_until(lambda: len(runner_pods(sim)) == 1, "back to min_runners", 30)
+        assert not [j for j in sim.github.jobs() if j["lost"]], sim.github.jobs()
+        engine.destroy()
+        assert not pods(sim, runner_selector(SET)) or wait_until(
+            lambda: not pods(sim, runner_selector(SET)), "the runners' pods gone", 30
+        )
+        assert not sim.github.service.scale_sets()
+        assert not pods(sim, listener_selector(SET))
+    log = listener_log(sim)
+    assert "session opened" in log and "session deleted" in log, log
+    assert sim.credential not in log
+
+
+def check_failures(sim: Simulator, **args: Any) -> dict[str, str]:
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as failed:
+        engine.up(scale_set(sim, **args))
+    assert all(isinstance(cause, CheckFailed) for cause in failed.value.errors), failed.value.errors
+    return {prop: reason for cause in failed.value.errors for prop, reason in cause.failures}
+
+
+def test_max_below_min_and_names_github_refuses_are_check_failures_naming_the_property(sim: Simulator) -> None:
+    assert "is below min_runners (5)" in check_failures(sim, min_runners=5, max_runners=2)["max_runners"]
+    assert "lowercase letters" in check_failures(sim, scale_set_name="Linux Set")["scale_set_name"]
+    assert "at most 45 characters" in check_failures(sim, scale_set_name="a" * 46)["scale_set_name"]
+    assert "from 1 to 1000" in check_failures(sim, max_runners=0)["max_runners"]
+    assert not sim.github.service.scale_sets()
+
+
+def test_the_listener_killed_mid_burst_comes_back_with_no_job_lost_and_one_session(sim: Simulator) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(scale_set(sim))
+        sim.github.queue_jobs(sim.repo_url, [SET], 3.0, count=6)
+        wait_until(lambda: any(j["status"] == "in_progress" for j in sim.github.jobs()), "a job running", 30)
+        listener = pods(sim, listener_selector(SET))[0].metadata.name
+        pid = _listener_pid(sim)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: jobs_done(sim, 6), "the six jobs served", 90)
+        assert not [j for j in sim.github.jobs() if j["lost"]]
+        assert pods(sim, listener_selector(SET))[0].metadata.name == listener  # the container restarted
+        assert "active session already" in listener_log(sim)
+        engine.destroy()
+
+
+def _listener_pid(sim: Simulator) -> int:
+    processes = sim.kube.processes
+    assert processes is not None
+    running = [p for p in processes._running.values() if p is not None and p.poll() is None]  # noqa: SLF001
+    assert len(running) == 1
+    return running[0].pid
+
+
+def spec_hashes(sim: Simulator) -> list[str]:
+    return sorted(p.metadata.annotations["actions-runners.pulumi.io/spec-hash"] for p in runner_pods(sim))
+
+
+def busy_names(sim: Simulator) -> set[str]:
+    return {j["runner_name"] for j in sim.github.jobs("in_progress")}
+
+
+def test_a_new_runner_spec_replaces_idle_runners_and_busy_ones_finish_on_the_old(sim: Simulator) -> None:
+    team = {"metadata": {"labels": {"team": "a"}}}
+    with MiniEngine(ROOT) as engine:
+        engine.up(scale_set(sim, min_runners=2, pod_template=team))
+        old = outputs(engine, "scale-set")["spec_hash"]
+        sim.github.queue_jobs(sim.repo_url, [SET], None, count=2)  # held until finished by name
+        wait_until(lambda: len(busy_names(sim)) == 2 and len(runner_pods(sim)) == 4, "2 busy and 2 idle runners", 30)
+        busy = busy_names(sim)
+        engine.up(scale_set(sim, min_runners=2, pod_template={"metadata": {"labels": {"team": "b"}}}))
+        state = outputs(engine, "scale-set")
+        assert state["update_kind"] == ["runners"] and state["spec_hash"] != old
+        new = state["spec_hash"]
+        wait_until(lambda: spec_hashes(sim) == sorted([old, old, new, new]), "the idle runners replaced", 30)
+        assert busy <= {p.metadata.name for p in runner_pods(sim)}, "a busy runner's pod was deleted"
+        for name in busy:
+            sim.github.finish_job(name)
+        wait_until(lambda: spec_hashes(sim) == [new, new], "the old spec's runners gone after their jobs", 30)
+        assert not [j for j in sim.github.jobs() if j["lost"]] and not sim.runners.jobs_killed
+        engine.destroy()
+
+
+def test_a_scale_set_github_deleted_is_made_again_and_serves(sim: Simulator) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(scale_set(sim))
+        first = outputs(engine, "scale-set")["scale_set_id"]
+        sim.github.service.forget_scale_set(int(first))
+        wait_until(lambda: sim.github.service.scale_sets(), "the set made again", 30)
+        sim.github.queue_jobs(sim.repo_url, [SET], 0.5, count=3)
+        wait_until(lambda: jobs_done(sim, 3), "the jobs served by the set made again", 60)
+        engine.refresh()
+        again = outputs(engine, "scale-set")
+        assert again["scale_set_id"] != first and again["statistics"]["totalRunningJobs"] == 0
+        assert "is gone on GitHub's side; made again" in listener_log(sim)
+        engine.destroy()
+        assert not sim.github.service.scale_sets()
+
+
+def test_a_destroy_waits_for_a_busy_runner_within_its_bound_then_keeps_the_resource(sim: Simulator) -> None:
+    with MiniEngine(ROOT) as engine:
+        engine.up(scale_set(sim, unregister_timeout_seconds=2))
+        sim.github.queue_jobs(sim.repo_url, [SET], None)
+        wait_until(lambda: busy_names(sim), "a busy runner", 30)
+        (busy,) = busy_names(sim)
+        with pytest.raises(ProviderError, match="still ran jobs after 2 s"):
+            engine.destroy()
+        assert busy in {p.metadata.name for p in runner_pods(sim)}
+        assert sim.github.service.scale_sets(), "the scale set went with a runner still busy"
+        sim.github.finish_job(busy)
+        engine.destroy()
+        assert not sim.github.service.scale_sets() and not runner_pods(sim)
+        assert not [j for j in sim.github.jobs() if j["lost"]]
+        with sim.kube.api_server.admin_client() as admin:
+            left = client.CoreV1Api(admin).list_namespaced_secret(NAMESPACE).items
+            left += client.CoreV1Api(admin).list_namespaced_config_map(NAMESPACE, label_selector=f"{LABEL}={SET}").items
+        assert not [o.metadata.name for o in left if o.metadata.name.startswith(SET)]
