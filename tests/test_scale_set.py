@@ -4,9 +4,10 @@ that the real API server's RBAC judges it by its Role), its runners simulated as
 
 from __future__ import annotations
 
-import os
-import signal
+import json
+import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from kubernetes import client
 from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, MiniEngine, ProviderError
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
+from actions_runners_simulator.workspace import PulumiWorkspace
 from pulumi_actions_runners import RunnerScaleSet
 from pulumi_actions_runners.kube.scale_set_manifests import SCALE_SET_LABEL as LABEL
 from pulumi_actions_runners.kube.scale_set_manifests import listener_selector, runner_selector
@@ -120,21 +122,12 @@ def test_the_listener_killed_mid_burst_comes_back_with_no_job_lost_and_one_sessi
         sim.github.queue_jobs(sim.repo_url, [SET], 3.0, count=6)
         wait_until(lambda: any(j["status"] == "in_progress" for j in sim.github.jobs()), "a job running", 30)
         listener = pods(sim, listener_selector(SET))[0].metadata.name
-        pid = _listener_pid(sim)
-        os.kill(pid, signal.SIGKILL)
+        assert sim.kube.processes is not None and sim.kube.processes.crash(NAMESPACE, listener)
         wait_until(lambda: jobs_done(sim, 6), "the six jobs served", 90)
         assert not [j for j in sim.github.jobs() if j["lost"]]
         assert pods(sim, listener_selector(SET))[0].metadata.name == listener  # the container restarted
         assert "active session already" in listener_log(sim)
         engine.destroy()
-
-
-def _listener_pid(sim: Simulator) -> int:
-    processes = sim.kube.processes
-    assert processes is not None
-    running = [p for p in processes._running.values() if p is not None and p.poll() is None]  # noqa: SLF001
-    assert len(running) == 1
-    return running[0].pid
 
 
 def spec_hashes(sim: Simulator) -> list[str]:
@@ -200,3 +193,36 @@ def test_a_destroy_waits_for_a_busy_runner_within_its_bound_then_keeps_the_resou
             left = client.CoreV1Api(admin).list_namespaced_secret(NAMESPACE).items
             left += client.CoreV1Api(admin).list_namespaced_config_map(NAMESPACE, label_selector=f"{LABEL}={SET}").items
         assert not [o.metadata.name for o in left if o.metadata.name.startswith(SET)]
+
+
+def test_the_real_cli_creates_serves_previews_a_bounds_change_refreshes_and_destroys(
+    cli_dir: Path, plugin_dir: Path, kube_api_server: KubeApiServer
+) -> None:
+    """programs/runners with `scaleSet`: its Namespace by pulumi_kubernetes, the scale set by the provider."""
+    with (
+        quick_simulator(kube_api_server, namespaces=()) as sim,
+        PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack,
+    ):
+        sim.github.service.long_poll_seconds = 1.0
+        config = sim.stack_config(runners=0, grace_period_seconds=0.5, create_namespace=True)
+        stack.new_stack(
+            config={**config, "scaleSet": "true", "scaleSetName": SET, "maxRunners": "3"},
+            secrets={"githubToken": sim.credential},
+        )
+        up = stack.run("up", "--yes")
+        assert "4 created" in up.stdout, up.stdout  # the stack, the cluster's provider, the namespace, the set
+        sim.github.queue_jobs(sim.repo_url, [SET], 0.5, count=5)
+        wait_until(lambda: jobs_done(sim, 5), "five jobs served by at most three runners", 60)
+        stack.run("config", "set", "maxRunners", "6")
+        preview = stack.run("preview", "--diff")
+        assert re.search(r"~ max_runners\s*: 3 => 6", preview.stdout), preview.stdout
+        stack.run("up", "--yes")
+        stack.run("refresh", "--yes")
+        state = json.loads(stack.run("stack", "export").stdout)
+        (scale_set,) = [r for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerScaleSet")]
+        assert scale_set["outputs"]["update_kind"] == ["bounds"]
+        assert scale_set["outputs"]["statistics"]["totalAssignedJobs"] == 0
+        assert sim.credential not in json.dumps(state)
+        stack.run("destroy", "--yes")
+        assert not sim.github.service.scale_sets()
+        assert not [j for j in sim.github.jobs() if j["lost"]]

@@ -21,12 +21,17 @@ pulumi config set docker true                        # optional: a Docker-in-Doc
 pulumi config set dockerMemory 2Gi                   # optional (docker): the sidecar's memory (request = limit)
 pulumi config set image ghcr.io/actions/actions-runner:2.336.0  # optional: the runner image (a change rotates)
 pulumi config set runnerGroup linux-ci               # optional (organization or enterprise githubUrl): its group
+pulumi config set scaleSet true                      # optional: one RunnerScaleSet, whose runners follow the queue
+pulumi config set scaleSetName linux                 # optional (scaleSet): the name workflows give as runs-on
+pulumi config set minRunners 0                       # optional (scaleSet): idle runners kept warm
+pulumi config set maxRunners 10                      # optional (scaleSet): runners at most
+pulumi config set listenerImage REGISTRY/listener:V  # optional (scaleSet): the listener's image
 """
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool, RunnerScaleSet
 
 config = pulumi.Config()
 github_url = config.require("githubUrl")
@@ -94,8 +99,9 @@ settings = {
     "opts": pulumi.ResourceOptions(depends_on=depends_on),
 }
 jit_config = config.get_bool("jitConfig") is True
+scale_set = config.get_bool("scaleSet") is True
 token = None
-if not jit_config:
+if not jit_config and not scale_set:  # a scale set's runners get just-in-time configs from its listener
     refresh_before_seconds = config.get_float("tokenRefreshBeforeSeconds")
     token = RegistrationToken(
         "registration",
@@ -113,7 +119,18 @@ def _count_or_percent(value: str) -> int | str:
 
 
 credential = {"registration_token": token, "jit_config": jit_config}  # the token's expiry comes along
-if config.get_bool("pool"):
+if scale_set:
+    fleet = RunnerScaleSet(
+        "scale-set",
+        scale_set_name=config.get("scaleSetName"),
+        min_runners=config.get_int("minRunners") or 0,
+        max_runners=config.get_int("maxRunners") or 10,
+        listener_image=config.get("listenerImage"),
+        **settings,
+    )
+    pulumi.export("scale_set_name", fleet.scale_set_name)
+    pulumi.export("scale_set_id", fleet.scale_set_id)
+elif config.get_bool("pool"):
     pool = RunnerPool(
         "pool",
         replicas=runner_count,

@@ -47,12 +47,23 @@ class PackageProcesses:
         self._logs.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._running: dict[int, subprocess.Popen[bytes] | None] = {}  # id(process) -> its process (None: starting)
+        self._pods: dict[tuple[str, str], subprocess.Popen[bytes] | None] = {}  # the latest process of a pod
         self._early: dict[int, signal.Signals] = {}  # a signal sent while its process was starting
         self.started: list[str] = []  # pod names, in start order
 
     def log_of(self, namespace: str, pod: str) -> str:
         path = self._logs / f"{namespace}_{pod}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def crash(self, namespace: str, pod: str, signum: signal.Signals = signal.SIGKILL) -> bool:
+        """The pod's program killed from inside its node (an OOM kill, a crash), not by the kubelet: its container
+        exits and restarts as its pod's restartPolicy says. False if none of the pod's runs."""
+        with self._lock:
+            found = [popen for (ns, name), popen in self._pods.items() if (ns, name) == (namespace, pod)]
+        if not found or found[0] is None or found[0].poll() is not None:
+            return False
+        found[0].send_signal(signum)
+        return True
 
     def stop(self) -> None:
         """Every process still running is killed (the node goes)."""
@@ -122,6 +133,7 @@ class PackageProcesses:
             )
             with self._lock:
                 self._running[id(process)] = popen
+                self._pods[(process.namespace, process.name)] = popen
                 self.started.append(process.name)
                 early = self._early.pop(id(process), None)
             if early is not None:
