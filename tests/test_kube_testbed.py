@@ -21,6 +21,7 @@ from actions_runners_simulator.engine import DeploymentFailed, MiniEngine
 from actions_runners_simulator.kube_apiserver import (
     NAMESPACE_RULES,
     PROVIDER_USER,
+    RBAC_GROUP,
     RUNNER_NAMESPACE_RULES,
     SYSTEM_NAMESPACES,
 )
@@ -28,6 +29,13 @@ from actions_runners_simulator.runner import INPUT, SIGTERM_EXIT, RunnerTimings,
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners.kube.client import MERGE_PATCH, KubeClient, PodRejected
 from pulumi_actions_runners.kube.manifests import RUNNER_COMMAND
+from pulumi_actions_runners.kube.scale_set_manifests import (
+    ListenerSpec,
+    credential_secret,
+    listener_deployment,
+    listener_rbac,
+)
+from pulumi_actions_runners.kube.scale_set_objects import ScaleSetObjects
 from tests.conftest import ROOT, wait_until
 from tests.fakes import FakePodProcess
 from tests.helpers import NAMESPACE, core_api, new_token
@@ -335,7 +343,8 @@ def refusal(call: Callable[[], object]) -> int | None:
 
 def allowed(api: client.ApiClient, verb: str, resource: str, namespace: str | None = None) -> bool:
     """What the authorizer says of the caller's own ``verb`` on ``resource`` (SelfSubjectAccessReview)."""
-    group = "batch" if resource == "jobs" else ""
+    groups = {"jobs": "batch", "deployments": "apps", "roles": RBAC_GROUP, "rolebindings": RBAC_GROUP}
+    group = groups.get(resource, "")
     attributes = {"verb": verb, "resource": resource, "group": group} | ({"namespace": namespace} if namespace else {})
     review = {"spec": {"resourceAttributes": attributes}}
     answer = client.AuthorizationV1Api(api).create_self_subject_access_review(review)
@@ -344,6 +353,9 @@ def allowed(api: client.ApiClient, verb: str, resource: str, namespace: str | No
 
 def names_provider(binding: client.V1RoleBinding | client.V1ClusterRoleBinding) -> bool:
     return any(subject.name == PROVIDER_USER for subject in binding.subjects or ())
+
+
+SCALE_SET_KINDS = ("configmaps", "serviceaccounts", "roles", "rolebindings")
 
 
 def granted(rules: list[dict]) -> set[tuple[str, str]]:
@@ -356,6 +368,8 @@ def test_the_provider_s_rules_are_what_kube_client_calls_and_pods_are_never_repl
         *(("pods", verb) for verb in ("create", "get", "list", "patch", "delete")),
         *(("secrets", verb) for verb in ("create", "get", "list", "update", "patch", "delete")),
         *(("jobs", verb) for verb in ("create", "get", "list", "patch", "delete")),
+        *(("deployments", verb) for verb in ("create", "get", "list", "patch", "delete")),
+        *((kind, verb) for kind in SCALE_SET_KINDS for verb in ("create", "get", "patch", "delete")),
     }
     # pulumi_kubernetes' server-side apply: a PATCH that may create; GET, LIST and WATCH to await; DELETE.
     verbs = ("get", "list", "watch", "create", "patch", "delete")
@@ -375,6 +389,31 @@ def test_the_permissions_page_grants_what_the_test_bed_binds() -> None:
         for verb in re.findall(r"`(\w+)`", row[1])
     }
     assert table == granted(RUNNER_NAMESPACE_RULES)
+
+
+def test_the_permissions_page_shows_the_listener_s_role_as_the_provider_makes_it() -> None:
+    page = (ROOT / "docs" / "operations" / "rbac.md").read_text()
+    manifest = page.split("## A RunnerScaleSet's listener", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = ListenerSpec("linux", NAMESPACE, "https://github.com/o/r", "l:1", None, {"GITHUB_TOKEN": "t"})
+    role = next(m for m in listener_rbac(spec) if m["kind"] == "Role")
+    shown = yaml.safe_load(manifest.replace("<scale_set_name>", "linux"))["rules"]
+    assert shown == role["rules"]
+    assert granted(role["rules"]) <= granted(RUNNER_NAMESPACE_RULES)  # the provider holds what it grants
+
+
+def test_the_provider_s_identity_makes_a_listener_s_objects_with_its_own_client(sim: Simulator) -> None:
+    """Server-side apply of each (a create, then a change), a read, and a delete, as lifecycle/scale_set.py does."""
+    spec = ListenerSpec("linux", NAMESPACE, "https://github.com/o/r", "l:1", "me", {"GITHUB_TOKEN": "t"})
+    manifests = [credential_secret(spec), *listener_rbac(spec), listener_deployment(spec)]
+    with KubeClient(str(sim.kubeconfig)) as kube:
+        objects = ScaleSetObjects(kube)
+        for manifest in manifests:
+            objects.apply(manifest)
+            objects.apply(manifest)
+            assert objects.read(manifest["kind"], NAMESPACE, manifest["metadata"]["name"]) is not None
+        for manifest in reversed(manifests):
+            objects.delete(manifest["kind"], NAMESPACE, manifest["metadata"]["name"])
+            objects.delete(manifest["kind"], NAMESPACE, manifest["metadata"]["name"])  # gone: done
 
 
 def test_the_provider_s_identity_may_make_and_list_pods_and_secrets_in_the_runners_namespace(
@@ -423,7 +462,9 @@ def test_the_provider_s_identity_may_make_and_list_pods_and_secrets_in_the_runne
         assert allowed(provider_api, verb, resource, NAMESPACE), (verb, resource)
     assert not allowed(provider_api, "update", "pods", NAMESPACE)  # nothing replaces a pod
     assert not allowed(provider_api, "watch", "pods", NAMESPACE)
-    assert not allowed(provider_api, "create", "configmaps", NAMESPACE)
+    assert not allowed(provider_api, "list", "configmaps", NAMESPACE)
+    assert not allowed(provider_api, "escalate", "roles", NAMESPACE)  # it grants only what it holds
+    assert not allowed(provider_api, "bind", "roles", NAMESPACE)
 
 
 def test_the_provider_s_identity_is_refused_across_namespaces_in_system_namespaces_and_cluster_wide(

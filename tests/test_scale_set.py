@@ -20,6 +20,7 @@ from actions_runners_simulator.workspace import PulumiWorkspace
 from pulumi_actions_runners import RunnerScaleSet
 from pulumi_actions_runners.kube.scale_set_manifests import SCALE_SET_LABEL as LABEL
 from pulumi_actions_runners.kube.scale_set_manifests import listener_selector, runner_selector
+from pulumi_actions_runners.report import build_report, render
 from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.helpers import NAMESPACE, outputs
 
@@ -216,6 +217,8 @@ def test_the_real_cli_creates_serves_previews_a_bounds_change_refreshes_and_dest
         stack.run("config", "set", "maxRunners", "6")
         preview = stack.run("preview", "--diff")
         assert re.search(r"~ max_runners\s*: 3 => 6", preview.stdout), preview.stdout
+        report = render.text(build_report(json.loads(stack.run("preview", "--json").stdout)))
+        assert "capacity from min 0, max 3 to min 0, max 6 (no runner is replaced for it)" in report, report
         stack.run("up", "--yes")
         stack.run("refresh", "--yes")
         state = json.loads(stack.run("stack", "export").stdout)
@@ -226,3 +229,45 @@ def test_the_real_cli_creates_serves_previews_a_bounds_change_refreshes_and_dest
         stack.run("destroy", "--yes")
         assert not sim.github.service.scale_sets()
         assert not [j for j in sim.github.jobs() if j["lost"]]
+
+
+def scale_set_step(op: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    urn = "urn:pulumi:dev::actions-runners::pulumi-python:dynamic/actions-runners:RunnerScaleSet::scale-set"
+    return {"op": op, "urn": urn, "oldState": {"outputs": old}, "newState": {"inputs": new}}
+
+
+def test_the_report_says_which_kind_of_update_and_how_many_runners_it_touches() -> None:
+    old = {
+        "github_url": "https://github.com/o/r",
+        "namespace": "ci",
+        "scale_set_name": SET,
+        "min_runners": 0,
+        "max_runners": 10,
+        "labels": [],
+        "image": "ghcr.io/actions/actions-runner:2.336.0",
+        "listener_image": None,
+        "runners": [{"name": f"{SET}-a{i}", "retiring": False} for i in range(3)],
+    }
+
+    def report(op: str, **new: Any) -> str:
+        return render.text(build_report({"steps": [scale_set_step(op, old, {**old, **new})]}))
+
+    assert "capacity from min 0, max 10 to min 2, max 10 (no runner is replaced for it)" in report(
+        "update", min_runners=2
+    )
+    spec = report("update", image="ghcr.io/actions/actions-runner:2.337.0")
+    assert (
+        "it replaces its idle runners, busy ones finish their jobs on the old one (3 runners at its last refresh)"
+        in spec
+    )
+    assert "roll its listener (a new pod; its runners are not touched)" in report("update", listener_image="r/l:2")
+    assert "its listener stopped, then its runners (3 runners at its last refresh) taken down" in report("delete")
+
+
+def test_a_runner_pod_the_api_server_refuses_fails_the_create_and_registers_nothing(sim: Simulator) -> None:
+    refused = {"spec": {"containers": [{"name": "runner", "resources": {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                                         "limits": {"cpu": "1"}}}]}}  # fmt: skip
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed, match="was refused: Kubernetes answered 422"):
+        engine.up(scale_set(sim, pod_template=refused))
+    assert not sim.github.service.scale_sets()
+    assert not pods(sim, listener_selector(SET))

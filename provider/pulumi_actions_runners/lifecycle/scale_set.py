@@ -3,13 +3,15 @@ namespace. Its runners are the listener's between updates (listener/loop.py); an
 bounds and a new runner spec through its ConfigMap, and rolls it only when what it is changes (its image, its
 credential).
 
-CREATE   The set is registered with GitHub, unless one of its name exists: that one is adopted only if it is
-         provably this resource's (the namespace holds this resource's listener ConfigMap naming that very set:
-         an earlier create that failed after registering it); else the create fails, touching nothing. Then the
-         listener's Secret, ConfigMap, ServiceAccount, Role, RoleBinding and Deployment. A failure after the set
-         was registered takes the set and the objects back, so nothing is left that the state does not list.
-UPDATE   The set's labels and group brought to the inputs (made again if GitHub deleted it), the ConfigMap
-         rewritten, the listener's objects applied (its Deployment rolls only if its pod template changed).
+CREATE   A runner's pod of the spec is judged by the API server in a dry run. Then the set is registered with
+         GitHub, unless one of its name exists: that one is adopted only if it is provably this resource's (the
+         namespace holds this resource's listener ConfigMap naming that very set: an earlier create that failed
+         after registering it); else the create fails, touching nothing. Then the listener's Secret, ConfigMap,
+         ServiceAccount, Role, RoleBinding and Deployment. A failure after the set was registered takes the set
+         and the objects back, so nothing is left that the state does not list.
+UPDATE   The runner pod judged as at create; the set's labels and group brought to the inputs (made again if
+         GitHub deleted it), the ConfigMap rewritten, the listener's objects applied (its Deployment rolls only if
+         its pod template changed).
 DELETE   The listener stops first (its Deployment deleted; on SIGTERM it deletes its session), so nothing makes
          runners meanwhile; then each runner is retired the seed's way (lifecycle/scale_set_runners.py), busy
          ones waited for up to ``unregister_timeout_seconds``, then an error that keeps the resource; then the set
@@ -38,6 +40,7 @@ from ..kube.scale_set_manifests import (
     listener_name,
     listener_rbac,
     listener_selector,
+    runner_pod,
     runner_selector,
 )
 from ..kube.scale_set_objects import ScaleSetObjects
@@ -115,9 +118,11 @@ def create_scale_set(
     timeouts: ScaleSetTimeouts,
     github: ActionsServiceClient,
     objects: ScaleSetObjects,
+    kube: KubeClient,
 ) -> int:
     """The set's id, once it is registered and its listener deployed."""
     group_id = github.runner_group_id(bounds.runner_group)
+    judge_runner_pod(bounds, timeouts, kube)
     existing = github.scale_set_by_name(bounds.scale_set_name, group_id)
     made = False
     if existing is not None:
@@ -152,8 +157,10 @@ def update_scale_set(
     scale_set_id: int,
     github: ActionsServiceClient,
     objects: ScaleSetObjects,
+    kube: KubeClient,
 ) -> int:
     """The set's id (another if GitHub had deleted it, or the listener made it again)."""
+    judge_runner_pod(bounds, timeouts, kube)
     recorded = _recorded_config(objects, listener)
     current = recorded.scale_set_id if recorded is not None else scale_set_id
     group_id = github.runner_group_id(bounds.runner_group)
@@ -168,6 +175,13 @@ def update_scale_set(
         scale_set = github.update_scale_set(scale_set.id, bounds.labels, bounds.scale_set_name, group_id)
     apply_listener(listener, _config(bounds, timeouts, scale_set), objects)
     return scale_set.id
+
+
+def judge_runner_pod(bounds: ScaleSetBounds, timeouts: ScaleSetTimeouts, kube: KubeClient) -> None:
+    """A runner's pod of the spec, judged by the API server in a dry run before anything is written: a pod
+    template it refuses fails the call with its words (PodRejected), not every start of the listener."""
+    probe = ScaleSet(0, bounds.scale_set_name, 0, bounds.labels)
+    kube.validate_pod(runner_pod(_config(bounds, timeouts, probe), f"{bounds.scale_set_name}-dry-run", 0))
 
 
 def apply_listener(listener: ListenerSpec, config: ScaleSetConfig, objects: ScaleSetObjects) -> None:

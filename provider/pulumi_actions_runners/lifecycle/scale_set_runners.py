@@ -12,7 +12,7 @@ RETIRE    one step at a time (`retire_step`), so that a loop serving a whole sca
   DELETE    then the registration is looked up again, just before the pod is deleted: still there (a removal
             that did not hold) starts the procedure over; gone, the pod is deleted.
 CLEAN     a pod that ended (its runner's one job done, or it failed) is deleted, its registration removed if
-          GitHub still lists it and it is not busy.
+          GitHub still has it and it is not busy.
 """
 
 from __future__ import annotations
@@ -158,8 +158,9 @@ def retire_step(runner: SetRunner, github: RunnerApi, pods: PodApi, clock: Clock
 
 
 def clean_ended(runner: SetRunner, github: RunnerApi, pods: PodApi) -> None:
-    """An ended pod deleted (its container runs nothing), its registration removed if GitHub still lists it:
-    busy is left to GitHub, which abandons the job of a runner that died."""
-    if runner.runner_id is not None and github.runner(runner.runner_id) is not None:
+    """An ended pod deleted (its container runs nothing), its registration removed if GitHub still has it (an
+    ephemeral runner's went with its job): a runner that died mid-job is refused as busy, and left to GitHub,
+    which abandons its job."""
+    if runner.runner_id is not None:
         github.remove_runner(runner.runner_id)
     pods.delete_pod(runner.namespace, runner.name)

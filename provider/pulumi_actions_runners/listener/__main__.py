@@ -47,7 +47,7 @@ def main() -> int:
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             log.info("%s: stopping", signal.Signals(signum).name)
-            listener.stop.set()
+            listener.request_stop()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
@@ -55,7 +55,13 @@ def main() -> int:
         try:
             listener.run()
         except SessionNotOpened as error:
+            if listener.stop_requested:
+                log.info("listener of scale set %s stopped before its session opened", settings.scale_set_name)
+                return 0
             log.error("%s", error)
+            return 1
+        except Exception:
+            log.exception("the listener of scale set %s failed", settings.scale_set_name)
             return 1
     log.info("listener of scale set %s stopped", settings.scale_set_name)
     return 0

@@ -96,8 +96,17 @@ class Listener:
         self.queue = QueueState()
         self._hold = ScaleSetHold(github, settings.pod_name, clock, self.stop, self._set_moved)
         self._config: ScaleSetConfig | None = None
+        self.stop_requested = False
+        self._failure: Exception | None = None  # what stopped the message loop, for run() to raise
+        self._starts_paused_until = 0.0  # monotonic: after runners failed to start, a back-off
+        self._start_backoff = 0.0
 
     # -- the whole ------------------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """From outside (SIGTERM): both loops end, and the session is deleted."""
+        self.stop_requested = True
+        self.stop.set()
 
     def run(self) -> None:
         """Until ``stop`` is set; raises what it cannot carry on from (the session another's for too long)."""
@@ -116,6 +125,8 @@ class Listener:
             except (GitHubError, requests.RequestException) as error:
                 log.warning("the session could not be deleted (%s): it expires on GitHub's side", error)
             poller.join(timeout=10)
+        if self._failure is not None:
+            raise self._failure
 
     def _read_config(self) -> ScaleSetConfig:
         text = self._objects.config(self._settings.namespace, self._settings.config_map, CONFIG_KEY)
@@ -169,8 +180,9 @@ class Listener:
                 log.warning("the message queue failed (%s); trying again in %.0f s", error, backoff)
                 self.stop.wait(backoff)
                 backoff = min(LAST_BACKOFF_SECONDS, backoff * 2)
-            except Exception:
-                log.exception("the message loop stopped")
+            except Exception as error:  # the session another's for too long, or a bug: the process exits 1
+                if not self.stop.is_set():
+                    self._failure = error
                 self.stop.set()
             finally:
                 self._wake.set()
@@ -227,6 +239,7 @@ class Listener:
         decided = plan(
             runners,
             desired=desired,
+            max_runners=config.max_runners,
             spec_hash=config.runner.spec_hash,
             busy=busy,
             online=online,
@@ -255,15 +268,23 @@ class Listener:
                 with self.queue.lock:
                     self.queue.busy.add(runner.runner_id)
                 log.info("runner %s runs a job (GitHub refused its removal): it stays", name)
-        for future in [starts.submit(self._start, config) for _ in range(decided.start)]:
-            future.result()
+        if decided.start and self._clock.monotonic() >= self._starts_paused_until:
+            failed = sum(not f.result() for f in [starts.submit(self._start, config) for _ in range(decided.start)])
+            if failed:
+                self._start_backoff = min(LAST_BACKOFF_SECONDS, max(FIRST_BACKOFF_SECONDS, self._start_backoff * 2))
+                self._starts_paused_until = self._clock.monotonic() + self._start_backoff
+                log.warning("%d runners could not be started: trying again in %.0f s", failed, self._start_backoff)
+            else:
+                self._start_backoff = 0.0
 
-    def _start(self, config: ScaleSetConfig) -> None:
+    def _start(self, config: ScaleSetConfig) -> bool:
         try:
             runner = start_runner(config, self._github, self._kube, self._objects)
-            log.info("runner %s started (id %s)", runner.name, runner.runner_id)
         except Exception as error:
             log.warning("a runner could not be started: %s", describe(error))
+            return False
+        log.info("runner %s started (id %s)", runner.name, runner.runner_id)
+        return True
 
     def _look_online(self, runners: list[SetRunner], now: datetime, config: ScaleSetConfig) -> None:
         """Runners past their registration time not known online: asked of GitHub, once each until they are."""

@@ -35,6 +35,7 @@ def plan(
     runners: list[SetRunner],
     *,
     desired: int,
+    max_runners: int,
     spec_hash: str,
     busy: set[int],
     online: set[int],
@@ -42,7 +43,8 @@ def plan(
     register_timeout_seconds: float,
 ) -> Plan:
     """``busy``: runner ids the queue said run a job (or whose removal GitHub refused); ``online``: those known to
-    have come online. Surplus runners are chosen among the idle: those not yet running first, then the newest."""
+    have come online. Surplus runners are chosen among the idle: those not yet running first, then the newest. No
+    more runners start than leave ``max_runners`` pods up."""
     clean = [r.name for r in runners if r.ended and not r.terminating]
     retire: dict[str, str] = {}
     for runner in runners:
@@ -63,7 +65,9 @@ def plan(
         idle.sort(key=lambda r: (r.running, -(r.created.timestamp() if r.created else float("inf"))))
         for runner in idle[:surplus]:
             retire[runner.name] = f"more runners than the {desired} wanted"
-    return Plan(start=max(0, desired - len(serving)), retire=retire, clean=clean)
+    # Pods still up count against max_runners until they are gone: a retiring runner's too (its grace period).
+    up = sum(1 for r in runners if not r.ended)
+    return Plan(start=max(0, min(desired - len(serving), max_runners - up)), retire=retire, clean=clean)
 
 
 def _late(runner: SetRunner, now: datetime, timeout: float) -> bool:

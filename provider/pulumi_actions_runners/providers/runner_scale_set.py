@@ -79,8 +79,8 @@ class RunnerScaleSetProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         props = {**props, CLUSTER: cluster_of(props.get("kubeconfig"))}
         inputs = ScaleSetInputs.of(props)
-        with _clients(inputs) as (github, objects, _kube):
-            scale_set_id = create_scale_set(inputs.bounds, inputs.listener, inputs.timeouts, github, objects)
+        with _clients(inputs) as (github, objects, kube):
+            scale_set_id = create_scale_set(inputs.bounds, inputs.listener, inputs.timeouts, github, objects, kube)
         return CreateResult(
             f"{props['namespace']}/{props['scale_set_name']}", _outputs(props, scale_set_id, update_kind=[])
         )
@@ -95,9 +95,9 @@ class RunnerScaleSetProvider(ResourceProvider):
         )
         props = {**news, "owner": olds.get("owner") or news.get("owner"), CLUSTER: cluster or olds.get(CLUSTER)}
         inputs = ScaleSetInputs.of(props)
-        with _clients(inputs) as (github, objects, _kube):
+        with _clients(inputs) as (github, objects, kube):
             scale_set_id = update_scale_set(
-                inputs.bounds, inputs.listener, inputs.timeouts, int(olds["scale_set_id"]), github, objects
+                inputs.bounds, inputs.listener, inputs.timeouts, int(olds["scale_set_id"]), github, objects, kube
             )
         return UpdateResult(_outputs(props, scale_set_id, update_kind=update_kind(olds, news)))
 

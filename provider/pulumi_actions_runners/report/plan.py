@@ -25,10 +25,12 @@ from ..plugin.properties import PACKAGE, core_names
 from ..unknowns import holds_unknown
 from ..wording import counted
 from .phrase import Phrase, Value, joined
+from .scale_set_plan import scale_set_change
 
 TYPE_PREFIX = "pulumi-python:dynamic/actions-runners:"
 PLUGIN_TYPE_PREFIX = f"{PACKAGE}:index:"  # the provider plugin's resources
 RUNNER, POOL, TOKEN = "Runner", "RunnerPool", "RegistrationToken"
+SCALE_SET = "RunnerScaleSet"
 # --show-replacement-steps adds a replacement's halves beside its "replace" step: counted once, by the latter.
 _IGNORED_OPS = (
     "same",
@@ -72,7 +74,7 @@ class GitHubWrites:
 
 @dataclass
 class ResourceChange:
-    kind: str  # Runner, RunnerPool or RegistrationToken
+    kind: str  # Runner, RunnerPool, RunnerScaleSet or RegistrationToken
     name: str  # the resource's name in the program
     action: str  # create, recreate, rotate, scale, relabel, restart, update, renew, delete
     what: str  # the action in words, with counts: "rotate 3 of 3 runners, 1 at a time"
@@ -112,7 +114,7 @@ def plan_changes(preview: Mapping[str, Any]) -> list[ResourceChange]:
             continue
         old, new = step_state(step, "oldState"), step_state(step, "newState")
         op = "create" if step["op"] == "import" else step["op"]
-        judge = {RUNNER: _runner_change, POOL: _pool_change, TOKEN: _token_change}[kind]
+        judge = {RUNNER: _runner_change, POOL: _pool_change, TOKEN: _token_change, SCALE_SET: _scale_set_change}[kind]
         reasons = list(core_names(dict.fromkeys(step.get("replaceReasons") or [])))  # the plugin's are camelCase
         changes.append(judge(op, resource_name(step["urn"]), old, new, reasons))
     return sorted(changes, key=_reading_order)
@@ -122,7 +124,7 @@ def _reading_order(change: ResourceChange) -> tuple[int, str, int]:
     """Tokens, pools, then runners; runner-2 before runner-10."""
     stem, _, index = change.name.rpartition("-")
     natural = (stem, int(index)) if index.isdigit() else (change.name, -1)
-    return ((TOKEN, POOL, RUNNER).index(change.kind), *natural)
+    return ((TOKEN, SCALE_SET, POOL, RUNNER).index(change.kind), *natural)
 
 
 def our_kind(step: Mapping[str, Any]) -> str | None:
@@ -450,6 +452,17 @@ def _pool_action(change: ResourceChange) -> str:
 def _max_unavailable(value: Any, replicas: int) -> int:
     """As the provider counts it; 25% (RunnerPool's default) while not known."""
     return max_unavailable_count(_known(value) or "25%", replicas)
+
+
+# -- a RunnerScaleSet ---------------------------------------------------------------------------------------
+
+
+def _scale_set_change(op: str, name: str, old: dict, new: dict, replace_reasons: list[str]) -> ResourceChange:
+    url = _known(new.get("github_url")) or old.get("github_url")
+    change = ResourceChange(SCALE_SET, name, op, op, [], url, old.get("github_url"))
+    if op == "replace":
+        change.reasons = [_why(key, old, new) for key in replace_reasons]
+    return scale_set_change(change, op, old, new, _why)
 
 
 # -- a RegistrationToken ------------------------------------------------------------------------------------
