@@ -41,7 +41,7 @@ suite: setup
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest -n 0 -m alone && env $$tools $(BIN)/python -m pytest -m "not alone"
 
 bench: setup
-	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py && env $$tools $(BIN)/python bench/refill.py
+	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py && env $$tools $(BIN)/python bench/refill.py && env $$tools $(BIN)/python bench/scaleset.py
 
 # 2,000 replacements and teardowns (or 10 minutes) under injected faults and killed providers: SOAK_ARGS="--seed S".
 soak: setup

@@ -7,10 +7,15 @@ import inspect
 
 import pytest
 
-from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool, RunnerScaleSet
 from pulumi_actions_runners.plugin.properties import BY_TOKEN, camel_case, snake_case
 
-RESOURCES = {"RegistrationToken": RegistrationToken, "Runner": Runner, "RunnerPool": RunnerPool}
+RESOURCES = {
+    "RegistrationToken": RegistrationToken,
+    "Runner": Runner,
+    "RunnerPool": RunnerPool,
+    "RunnerScaleSet": RunnerScaleSet,
+}
 
 
 @pytest.mark.parametrize("kind", sorted(RESOURCES))

@@ -61,3 +61,9 @@ def test_the_plugin_serves_the_schema_the_sdks_are_made_of(path: str, tmp_path: 
     )
     assert pool["inputProperties"]["registrationToken"]["secret"] is True
     assert schema["resources"]["actions-runners:index:RegistrationToken"]["properties"]["token"]["secret"] is True
+    scale_set = schema["resources"]["actions-runners:index:RunnerScaleSet"]
+    assert scale_set["requiredInputs"] == ["githubUrl", "maxRunners", "namespace"]
+    assert scale_set["inputProperties"]["minRunners"]["default"] == 0
+    assert all(scale_set["inputProperties"][k]["secret"] is True for k in ("githubToken", "githubAppPrivateKey"))
+    assert {"scaleSetId", "listener", "statistics", "runners", "updateKind", "specHash"} <= set(scale_set["properties"])
+    assert scale_set["properties"]["statistics"]["additionalProperties"] == {"type": "integer"}

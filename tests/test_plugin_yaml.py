@@ -1,6 +1,6 @@
 """The provider plugin (pulumi-resource-actions-runners) through the real pulumi CLI, with programs in Pulumi YAML
-(Pulumi's own language host, built from github.com/pulumi/pulumi-yaml): programs/yaml whole, and `pulumi import`
-of a pool and a runner."""
+(Pulumi's own language host, built from github.com/pulumi/pulumi-yaml): programs/yaml whole, `pulumi import`
+of a pool and a runner, and a scale set."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace, provider_plugin, yaml_host
 from pulumi_actions_runners import __version__
-from tests.conftest import ROOT, quick_simulator
+from pulumi_actions_runners.inputs import names
+from pulumi_actions_runners.kube.scale_set_manifests import listener_selector, runner_selector
+from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.helpers import (
     NAMESPACE,
     calls_but_the_release_list,
@@ -34,7 +36,9 @@ from tests.helpers import (
 
 YAML_PROGRAM = ROOT / "programs" / "yaml"
 IMPORTING_PROGRAM = ROOT / "tests" / "projects" / "yaml-import"
+SCALE_SET_PROGRAM = ROOT / "tests" / "projects" / "yaml-scale-set"
 POOL = "actions-runners:index:RunnerPool"
+SCALE_SET = "actions-runners:index:RunnerScaleSet"
 
 
 @pytest.fixture
@@ -175,6 +179,71 @@ def test_import_adopts_a_pool_and_a_runner_and_the_next_up_changes_nothing(
             # Unregistered first; then at most the program's grace (its runner, told it is removed, may end sooner).
             assert removed <= deleted < removed + 10, (removed, deleted)  # not the default's 30 s
             assert sim.github.runners() == [] and sim.kube.pods(NAMESPACE) == []
+
+
+def test_a_yaml_program_s_scale_set_serves_jobs_updates_in_place_and_is_taken_over_by_up_not_import(
+    cli_dir: Path, yaml_dir: Path, sim: Simulator
+) -> None:
+    """The plugin names the set and its ownership id as the Python resource does; a lost state's stack gets it back
+    by `up` (its create takes over what carries its ownership id), as the import's refusal says."""
+    sim.github.service.long_poll_seconds = 1.0
+    project, config = "actions-runners-yaml-scale-set", {"githubUrl": sim.repo_url, "namespace": NAMESPACE}
+    name = names.default_name(project, "dev", "scale-set", 45)
+
+    def pods(selector: str) -> list:
+        listed = core_api(sim).list_namespaced_pod(NAMESPACE, label_selector=selector).items
+        return [p for p in listed if p.metadata.deletion_timestamp is None]
+
+    with workspace(SCALE_SET_PROGRAM, cli_dir, yaml_dir, sim) as ws:
+        ws.new_stack(config=config, secrets={"githubToken": sim.credential})
+        assert "2 created" in ws.run("up", "--yes").stdout  # the stack, the scale set
+        made = resources(ws, SCALE_SET)["scale-set"]
+        assert made["inputs"]["scaleSetName"] == name
+        assert made["outputs"]["owner"] == names.ownership_id(project, "dev", "RunnerScaleSet", "scale-set")
+        assert made["outputs"]["listener"] == f"{name}-listener" and made["outputs"]["updateKind"] == []
+        [on_github] = sim.github.service.scale_sets()
+        assert on_github["id"] == made["outputs"]["scaleSetId"]
+        assert sim.credential not in ws.run("stack", "export").stdout
+        wait_until(lambda: len(pods(runner_selector(name))) == 1, "the idle runner minRunners keeps", 30)
+        sim.github.queue_jobs(sim.repo_url, [name], 1.0, count=3)
+        served = lambda: [j for j in sim.github.jobs("completed") if j["conclusion"] == "success"]  # noqa: E731
+        wait_until(lambda: len(served()) == 3, "the three jobs served", 60)
+
+        ws.run("config", "set", "maxRunners", "3")
+        preview = ws.run("preview").stdout
+        assert re.search(rf" ~  {SCALE_SET} scale-set update \[diff: ~maxRunners\]", preview), preview
+        report = subprocess.run(
+            [sys.executable, "-m", "pulumi_actions_runners.report"],
+            input=ws.run("preview", "--json").stdout,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        assert "capacity from min 1, max 2 to min 1, max 3" in report, report
+        ws.run("up", "--yes")
+        updated = resources(ws, SCALE_SET)["scale-set"]["outputs"]
+        assert updated["updateKind"] == ["bounds"] and updated["scaleSetId"] == on_github["id"], updated
+        ws.run("refresh", "--yes")
+        seen = resources(ws, SCALE_SET)["scale-set"]["outputs"]
+        assert seen["listenerRunning"] is True and "totalRegisteredRunners" in seen["statistics"], seen
+        assert seen["runners"] and all({"specHash", "podPhase"} <= set(r) for r in seen["runners"]), seen
+
+        with workspace(SCALE_SET_PROGRAM, cli_dir, yaml_dir, sim) as lost:
+            lost.env["PULUMI_BACKEND_URL"] = f"file://{lost.root / 'other-state'}"
+            (lost.root / "other-state").mkdir()
+            lost.new_stack(config={**config, "maxRunners": "3"}, secrets={"githubToken": sim.credential})
+            args = ("import", SCALE_SET, "scale-set", f"{NAMESPACE}/{name}@{sim.repo_url}", "--yes")
+            refused = lost.run(*args, check=False)
+            output = refused.stdout + refused.stderr
+            assert refused.returncode != 0 and "a RunnerScaleSet cannot be imported" in output, output
+            assert "Traceback" not in output
+
+            assert "2 created" in lost.run("up", "--yes").stdout
+            assert [s["id"] for s in sim.github.service.scale_sets()] == [on_github["id"]]
+            assert resources(lost, SCALE_SET)["scale-set"]["outputs"]["scaleSetId"] == on_github["id"]
+            lost.run("destroy", "--yes")
+            assert sim.github.service.scale_sets() == []
+            assert pods(listener_selector(name)) == [] and pods(runner_selector(name)) == []
 
 
 def test_an_upgrade_of_the_plugin_with_the_program_unchanged_plans_no_change(

@@ -111,8 +111,8 @@ def check_failures(sim: Simulator, **args: Any) -> dict[str, str]:
 
 def test_max_below_min_and_names_github_refuses_are_check_failures_naming_the_property(sim: Simulator) -> None:
     assert "is below min_runners (5)" in check_failures(sim, min_runners=5, max_runners=2)["max_runners"]
-    assert "lowercase letters" in check_failures(sim, scale_set_name="Linux Set")["scale_set_name"]
-    assert "at most 45 characters" in check_failures(sim, scale_set_name="a" * 46)["scale_set_name"]
+    assert "1 to 45 lowercase letters" in check_failures(sim, scale_set_name="Linux Set")["scale_set_name"]
+    assert "1 to 45 lowercase letters" in check_failures(sim, scale_set_name="a" * 46)["scale_set_name"]
     assert "from 1 to 1000" in check_failures(sim, max_runners=0)["max_runners"]
     assert not sim.github.service.scale_sets()
 

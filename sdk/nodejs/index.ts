@@ -30,6 +30,11 @@ export type RunnerPool = import("./runnerPool").RunnerPool;
 export const RunnerPool: typeof import("./runnerPool").RunnerPool = null as any;
 utilities.lazyLoad(exports, ["RunnerPool"], () => require("./runnerPool"));
 
+export { RunnerScaleSetArgs } from "./runnerScaleSet";
+export type RunnerScaleSet = import("./runnerScaleSet").RunnerScaleSet;
+export const RunnerScaleSet: typeof import("./runnerScaleSet").RunnerScaleSet = null as any;
+utilities.lazyLoad(exports, ["RunnerScaleSet"], () => require("./runnerScaleSet"));
+
 
 // Export sub-modules:
 import * as types from "./types";
@@ -48,6 +53,8 @@ const _module = {
                 return new Runner(name, <any>undefined, { urn })
             case "actions-runners:index:RunnerPool":
                 return new RunnerPool(name, <any>undefined, { urn })
+            case "actions-runners:index:RunnerScaleSet":
+                return new RunnerScaleSet(name, <any>undefined, { urn })
             default:
                 throw new Error(`unknown resource type ${type}`);
         }

@@ -25,7 +25,7 @@ SCALE_SET_RULES: dict[str, validation.Rule] = {
     "scale_set_name": validation.scale_set_name,
     "min_runners": validation.count_between(0, MAX_RUNNERS),
     "max_runners": validation.count_between(1, MAX_RUNNERS),
-    "listener_image": validation.optional(validation.image_reference),
+    "listener_image": validation.optional(validation.listener_image),
 }
 # Where the set is, and what it is called: a change makes a new scale set (the old one is drained first).
 REPLACE_ON = ("github_url", "namespace", "scale_set_name")
@@ -41,7 +41,6 @@ SETTINGS = ("grace_period_seconds", "unregister_timeout_seconds", "register_time
 def check_scale_set_inputs(olds: Mapping[str, Any], news: dict[str, Any]) -> tuple[dict[str, Any], list]:
     """The checked inputs (a runner's rules for what its runners share with a Runner's) and the failures."""
     inputs, failures = check_runner_inputs(olds, {**news, "jit_config": True, "ephemeral": True}, SCALE_SET_RULES)
-    failures = [(p, r) for p, r in failures if p not in ("labels",)]  # a set's labels are not a runner's
     low, high = inputs.get("min_runners"), inputs.get("max_runners")
     judged = not any(p in ("min_runners", "max_runners") for p, _ in failures)
     if judged and all(isinstance(v, (int, float)) and not is_unknown(v) for v in (low, high)) and low > high:
@@ -52,9 +51,6 @@ def check_scale_set_inputs(olds: Mapping[str, Any], news: dict[str, Any]) -> tup
                 "max_runners bounds them all; raise max_runners or lower min_runners",
             )
         )
-    labels = inputs.get("labels")
-    if (reason := validation.runner_labels(labels)) is not None:
-        failures.append(("labels", reason))
     return inputs, failures
 
 

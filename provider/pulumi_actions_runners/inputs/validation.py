@@ -185,10 +185,17 @@ MAX_SCALE_SET_NAME = 45  # ARC's limit too (gha-runner-scale-set's chart): room 
 def scale_set_name(value: Any) -> str | None:
     """The ``runs-on`` name of a scale set, which its runners' names ("<name>-<5 letters>", at most 64 characters
     for GitHub) and its listener's objects ("<name>-listener-github") start with."""
-    reason = dns_label(value)
-    if reason is None and len(value) > MAX_SCALE_SET_NAME:
-        return (
-            f"{value!r} is too long: use at most {MAX_SCALE_SET_NAME} characters, leaving room for its runners' "
-            "and its listener's names"
-        )
-    return reason
+    if isinstance(value, str) and DNS_LABEL.match(value) and len(value) <= MAX_SCALE_SET_NAME:
+        return None
+    return (
+        f"{value!r} is not allowed: use 1 to {MAX_SCALE_SET_NAME} lowercase letters, digits or '-', starting and "
+        "ending with a letter or digit (a Kubernetes name that GitHub accepts too, with room for its runners' and "
+        "its listener's names)"
+    )
+
+
+def listener_image(value: Any) -> str | None:
+    """An image reference, as for a runner's image; the example is a listener's."""
+    if image_reference(value) is None:
+        return None
+    return f"{value!r} is not an image reference: use e.g. ghcr.io/pulumi-actions-runners/listener:0.2.0"

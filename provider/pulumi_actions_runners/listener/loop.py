@@ -18,10 +18,8 @@ scrubbed on its way out anyway (logs.py).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -154,26 +152,12 @@ class Listener:
     # -- the message queue ----------------------------------------------------------------------------------
 
     def _queue_loop(self) -> None:
+        """Until stopped: a GitHub failure is retried after a back-off; anything else ends the listener."""
         last_message_id, backoff = 0, FIRST_BACKOFF_SECONDS
         while not self.stop.is_set():
-            config = self._config
-            session = self._hold.session
-            assert config is not None
             try:
-                if session is None:
-                    session = self._hold.open(config)
-                message = self._github.get_message(session, last_message_id, config.max_runners)
-                if message is not None:
-                    last_message_id = message.id
-                    self._handle(message, session)
+                last_message_id = self._poll(last_message_id)
                 backoff = FIRST_BACKOFF_SECONDS
-            except QueueTokenExpired:
-                self._call_safely(functools.partial(self._hold.refresh, config))
-            except (SessionGone, ScaleSetNotFound):
-                log.warning("scale set %s: its session is gone; opening another", config.scale_set_name)
-                last_message_id = 0  # a new set's message ids start anew; unacknowledged ones come again
-                self._hold.session = None
-                self._call_safely(functools.partial(self._hold.open, config))
             except (GitHubError, requests.RequestException) as error:
                 if self.stop.is_set():
                     return
@@ -187,12 +171,25 @@ class Listener:
             finally:
                 self._wake.set()
 
-    def _call_safely(self, call: Callable[[], object]) -> None:
+    def _poll(self, last_message_id: int) -> int:
+        """One long poll and what it brought; the id of the last message seen."""
+        config = self._config
+        assert config is not None
+        session = self._hold.session or self._hold.open(config)
         try:
-            call()
-        except (GitHubError, requests.RequestException) as error:
-            log.warning("scale set: %s; trying again", error)
-            self.stop.wait(FIRST_BACKOFF_SECONDS)
+            message = self._github.get_message(session, last_message_id, config.max_runners)
+        except QueueTokenExpired:
+            self._hold.refresh(config)
+            return last_message_id
+        except (SessionGone, ScaleSetNotFound):
+            log.warning("scale set %s: its session is gone; opening another", config.scale_set_name)
+            self._hold.session = None
+            self._hold.open(config)
+            return 0  # a new set's message ids start anew; unacknowledged ones come again
+        if message is None:
+            return last_message_id
+        self._handle(message, session)
+        return message.id
 
     def _handle(self, message: Message, session: Session) -> None:
         available = []

@@ -1,4 +1,5 @@
-"""``pulumi import`` of a runner or a pool: what the import id names, adopted only when provably ours.
+"""``pulumi import`` of a runner or a pool: what the import id names, adopted only when provably ours (the other
+kinds refuse, saying why: NOT_IMPORTABLE).
 
 The id is ``NAMESPACE/NAME@GITHUB_URL`` (``ci/build-0@https://github.com/acme``): the runner's (or the pool's)
 name, where its pods are, and where it registered. Ours means: every pod carries this provider's labels (managed
@@ -48,6 +49,19 @@ from .properties import BY_TOKEN, PACKAGE
 
 ADOPTED = "adopted"  # in an adopted state's outputs, until an update writes the program's inputs
 ID_FORM = "NAMESPACE/NAME@GITHUB_URL (for example ci/build@https://github.com/acme)"
+# Why the other kinds are not imported, and what to do instead.
+NOT_IMPORTABLE = {
+    "RegistrationToken": (
+        "a RegistrationToken cannot be imported: GitHub never shows a registration token again. Let the program "
+        "make a new one (its runners are then rotated, the safe way), or give the runners the token they hold"
+    ),
+    "RunnerScaleSet": (
+        "a RunnerScaleSet cannot be imported: its runners are its listener's, which runs with a credential and a "
+        "runner spec an import cannot read back or prove the program's. The stack that made it needs no import: "
+        "its next `pulumi up` creates it, and that create takes over the scale set of its name on GitHub and its "
+        "listener, whose ConfigMap carries this resource's ownership id (a hash of project/stack/type/name)"
+    ),
+}
 
 
 class NotProvablyOurs(Exception):
@@ -80,10 +94,7 @@ def adopt(kind: str, import_id: str, importer: Importer) -> Adopted:
         return _adopt_runner(*_parse(import_id), importer)
     if kind == "RunnerPool":
         return _adopt_pool(*_parse(import_id), importer)
-    raise NotProvablyOurs(
-        "a RegistrationToken cannot be imported: GitHub never shows a registration token again. Let the program "
-        "make a new one (its runners are then rotated, the safe way), or give the runners the token they hold"
-    )
+    raise NotProvablyOurs(NOT_IMPORTABLE[kind])
 
 
 def proven_inputs(kind: str, olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:

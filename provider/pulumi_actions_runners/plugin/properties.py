@@ -1,4 +1,4 @@
-"""Every property of the three resources, once: its schema type, default, secrecy and description.
+"""Every property of the four resources, once: its schema type, default, secrecy and description.
 
 The provider plugin's schema (schema.py), its defaults in Check (server.py) and the names its programs use
 (``githubUrl`` for ``github_url``) come from this table; the dynamic resources (resources.py) take the same
@@ -221,6 +221,69 @@ POOL_OUTPUTS = (
     RUNNER_RELEASE_OUTPUT,
     CLUSTER_OUTPUT,
 )
+RUNNER_INPUT = {p.name: p for p in RUNNER_INPUTS}
+SCALE_SET_INPUTS = (
+    GITHUB_URL,
+    Property(
+        "namespace",
+        STRING,
+        "The Kubernetes namespace of the listener and the runners' pods; it must exist.",
+        required=True,
+    ),
+    Property("max_runners", INTEGER, "At most this many runners at once, busy or idle.", required=True),
+    Property("min_runners", INTEGER, "How many idle runners are kept waiting for jobs.", default=0),
+    Property(
+        "scale_set_name",
+        STRING,
+        "The scale set's name on GitHub, which workflows ask for with runs-on; else one made from the resource's "
+        "name, project and stack.",
+    ),
+    Property("runner_group", STRING, "The organization's or enterprise's runner group the scale set is in."),
+    Property(
+        "labels",
+        STRINGS,
+        "Labels sent to GitHub with the set besides its name, as ARC's scaleSetLabels: GitHub Enterprise Server "
+        "3.18+ routes jobs by them, github.com by the set's name alone.",
+        default=[],
+    ),
+    *(RUNNER_INPUT[name] for name in ("image", "runner_version", "pod_template", "docker")),
+    Property("listener_image", STRING, "The listener's image; else this release's. A change rolls the listener."),
+    *(
+        RUNNER_INPUT[name]
+        for name in ("grace_period_seconds", "unregister_timeout_seconds", "register_timeout_seconds")
+    ),
+    *CREDENTIALS,
+    RUNNER_INPUT["kubeconfig"],
+)
+SCALE_SET_OUTPUTS = (
+    Property("scale_set_id", INTEGER, "The scale set's id on GitHub, as its listener last wrote it."),
+    Property(
+        "listener", STRING, "The listener's Deployment (and its ConfigMap, ServiceAccount, Role and RoleBinding)."
+    ),
+    Property(
+        "statistics",
+        {"type": "object", "additionalProperties": INTEGER},
+        "GitHub's counts for the set as the last refresh saw them (totalAssignedJobs, totalBusyRunners, "
+        "totalIdleRunners and the others).",
+    ),
+    Property(
+        "runners",
+        {"type": "array", "items": {"type": "object", "additionalProperties": ANY}},
+        "Its runners' pods as the last refresh saw them: each one's name, id (in GitHub), specHash, podPhase, and "
+        "retiring (removed from GitHub, its pod about to go).",
+    ),
+    Property(
+        "update_kind",
+        STRINGS,
+        "What the last update changed: bounds (min, max, labels), runners (what they are made of: idle runners "
+        "replaced, busy ones finish first), listener (its image or credential: it rolls); empty after a create.",
+    ),
+    Property("listener_running", BOOLEAN, "Whether the last refresh saw the listener's pod running."),
+    Property("spec_hash", STRING, "A hash of what its runners are made of."),
+    Property("owner", STRING, "The resource's ownership id, on its listener's objects and its runners' pods."),
+    RUNNER_RELEASE_OUTPUT,
+    CLUSTER_OUTPUT,
+)
 TOKEN_INPUTS = (
     GITHUB_URL,
     *CREDENTIALS,
@@ -240,7 +303,7 @@ TOKEN_OUTPUTS = (
 
 @dataclass(frozen=True)
 class ResourceKind:
-    name: str  # RegistrationToken, Runner, RunnerPool
+    name: str  # RegistrationToken, Runner, RunnerPool, RunnerScaleSet
     description: str
     inputs: tuple[Property, ...]
     outputs: tuple[Property, ...]
@@ -291,6 +354,16 @@ KINDS = (
         ),
         POOL_OUTPUTS,
         name_input="pool_name",
+    ),
+    ResourceKind(
+        "RunnerScaleSet",
+        "A GitHub runner scale set, which workflows ask for by its scaleSetName (runs-on). Its listener (a "
+        "Deployment in namespace) keeps min(maxRunners, minRunners + assigned jobs) just-in-time runners, between "
+        "updates too, and removes only idle ones; an update hands it new bounds or a new runner spec (busy runners "
+        "finish on the old one).",
+        SCALE_SET_INPUTS,
+        SCALE_SET_OUTPUTS,
+        name_input="scale_set_name",
     ),
 )
 BY_TOKEN = {kind.token: kind for kind in KINDS}

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..inputs import validation
+from ..inputs import scale_set, validation
 from ..inputs.runner import SETTINGS
 from ..inputs.runner_version import QUERY_RULES
 from ..kube.pod_template import WHAT_IS_ALLOWED
@@ -48,6 +48,7 @@ def rules(kind: ResourceKind) -> dict[str, Callable[[Any], str | None]]:
         "RegistrationToken": registration_token.RULES,
         "Runner": runner.RUNNER_RULES,
         "RunnerPool": runner_pool.POOL_RULES,
+        "RunnerScaleSet": scale_set.SCALE_SET_RULES,
     }[kind.name]
 
 
@@ -60,11 +61,13 @@ def change(kind: ResourceKind, name: str) -> str:
             return "decides when the token is renewed: a larger value may make it due now (replaced)"
         return "used from the next renewal; no change"
     if name == "kubeconfig":
-        replaced = "runner" if kind.name == "Runner" else "pool"
+        replaced = {"Runner": "runner", "RunnerPool": "pool", "RunnerScaleSet": "scale set"}[kind.name]
         return (
             "updates the state; no runner touched, unless it leads to another cluster (`cluster`): that replaces the "
             f"{replaced}, its old cluster drained first through the old kubeconfig"
         )
+    if kind.name == "RunnerScaleSet":
+        return _scale_set_change(name)
     if name in SETTINGS:
         return "updates the state; no runner touched"
     if kind.name == "Runner":
@@ -89,6 +92,26 @@ def change(kind: ResourceKind, name: str) -> str:
     if name in runner_pool.ROLL_ON or name == "registration_token":
         return "an update that rotates the runners, the safe way"
     return "no change by itself"
+
+
+def _scale_set_change(name: str) -> str:
+    """What a changed value of a scale set does: its Diff's lists (inputs/scale_set.py), and what its update hands
+    the listener."""
+    if name in scale_set.REPLACE_ON:
+        return "replaces the scale set: the old one drained first (busy runners waited for), then deleted on GitHub"
+    if name == "labels":
+        return "an update that sends the set's labels to GitHub; no runner touched"
+    if name in scale_set.BOUNDS:
+        return "an update that hands the listener its new bounds: it adds runners, or removes idle ones"
+    if name == "runner_group":
+        return "an update that moves the set to the group on GitHub; the listener replaces its idle runners"
+    if name in scale_set.RUNNER_SPEC:
+        return "an update: the listener replaces its idle runners; busy ones finish on the old spec"
+    if name in scale_set.LISTENER:
+        return "an update that rolls the listener (its Deployment); no runner touched"
+    if name in ("grace_period_seconds", "register_timeout_seconds"):
+        return "an update that hands it to the listener; no runner touched"
+    return "updates the state; no runner touched"
 
 
 def markdown() -> str:

@@ -25,11 +25,12 @@ from pulumi.runtime._grpc_settings import _GRPC_CHANNEL_OPTIONS
 from pulumi.runtime.proto import provider_pb2_grpc
 
 from .. import __version__
-from ..inputs import names
+from ..inputs import names, validation
 from ..inputs.runner_version import InvalidQuery, ReleaseQuery, newest_release
 from ..providers.registration_token import RegistrationTokenProvider
 from ..providers.runner import RunnerProvider
 from ..providers.runner_pool import RunnerPoolProvider
+from ..providers.runner_scale_set import RunnerScaleSetProvider
 from ..redaction import scrub
 from ..resources import not_converged_message
 from . import adopt
@@ -49,7 +50,8 @@ from .schema import schema_json
 # The engine's --parallel bounds how many calls it makes at once; the server must only not bound them lower
 # (the SDK's dynamic provider server runs 4). Threads are made as calls come.
 MAX_CONCURRENT_CALLS = 1024
-NAME_LENGTH = {"Runner": 63, "RunnerPool": 57}  # a pool's runners add "-<index>"
+# A pool's runners add "-<index>"; a scale set's runners and listener objects add more (validation.scale_set_name).
+NAME_LENGTH = {"Runner": 63, "RunnerPool": 57, "RunnerScaleSet": validation.MAX_SCALE_SET_NAME}
 
 
 class Urn:
@@ -71,6 +73,7 @@ class ActionsRunnersProvider(provider_pb2_grpc.ResourceProviderServicer):
             "RegistrationToken": RegistrationTokenProvider(),
             "Runner": RunnerProvider(),
             "RunnerPool": RunnerPoolProvider(),
+            "RunnerScaleSet": RunnerScaleSetProvider(),
         }
 
     # Provider-level calls: no configuration.

@@ -50,6 +50,7 @@ from ..unknowns import holds_unknown
 
 log = logging.getLogger(__name__)
 
+SEEN_BY_REFRESH = ("statistics", "runners", "listener_running")
 KEPT = (*REPLACE_ON, *BOUNDS, *RUNNER_SPEC, *LISTENER, *SETTINGS, "owner", "runner_release", CLUSTER)
 
 
@@ -93,7 +94,12 @@ class RunnerScaleSetProvider(ResourceProvider):
             news.get("kubeconfig"),
             _ours(olds, news),
         )
-        props = {**news, "owner": olds.get("owner") or news.get("owner"), CLUSTER: cluster or olds.get(CLUSTER)}
+        props = {
+            **news,
+            "owner": olds.get("owner") or news.get("owner"),
+            CLUSTER: cluster or olds.get(CLUSTER),
+            **{k: olds.get(k) for k in SEEN_BY_REFRESH},  # the last refresh's, until the next
+        }
         inputs = ScaleSetInputs.of(props)
         with _clients(inputs) as (github, objects, kube):
             scale_set_id = update_scale_set(
@@ -165,4 +171,5 @@ def _outputs(props: dict[str, Any], scale_set_id: int, *, update_kind: list[str]
         "update_kind": update_kind,
         "statistics": props.get("statistics") or {},
         "runners": props.get("runners") or [],
+        "listener_running": props.get("listener_running"),
     }

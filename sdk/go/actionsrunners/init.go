@@ -27,6 +27,8 @@ func (m *module) Construct(ctx *pulumi.Context, name, typ, urn string) (r pulumi
 		r = &Runner{}
 	case "actions-runners:index:RunnerPool":
 		r = &RunnerPool{}
+	case "actions-runners:index:RunnerScaleSet":
+		r = &RunnerScaleSet{}
 	default:
 		return nil, fmt.Errorf("unknown resource type: %s", typ)
 	}

@@ -11,6 +11,7 @@ from .provider import *
 from .registration_token import *
 from .runner import *
 from .runner_pool import *
+from .runner_scale_set import *
 from . import outputs
 _utilities.register(
     resource_modules="""
@@ -22,7 +23,8 @@ _utilities.register(
   "classes": {
    "actions-runners:index:RegistrationToken": "RegistrationToken",
    "actions-runners:index:Runner": "Runner",
-   "actions-runners:index:RunnerPool": "RunnerPool"
+   "actions-runners:index:RunnerPool": "RunnerPool",
+   "actions-runners:index:RunnerScaleSet": "RunnerScaleSet"
   }
  }
 ]
