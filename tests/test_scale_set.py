@@ -5,7 +5,7 @@ that the real API server's RBAC judges it by its Role), its runners simulated as
 from __future__ import annotations
 
 import json
-import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from pulumi_actions_runners.kube.scale_set_manifests import SCALE_SET_LABEL as L
 from pulumi_actions_runners.kube.scale_set_manifests import listener_selector, runner_selector
 from pulumi_actions_runners.report import build_report, render
 from tests.conftest import ROOT, quick_simulator, wait_until
-from tests.helpers import NAMESPACE, outputs
+from tests.helpers import NAMESPACE
 
 SET = "linux-set"
 
@@ -74,34 +74,6 @@ def jobs_done(sim: Simulator, count: int) -> bool:
     return len([j for j in sim.github.jobs("completed") if j["conclusion"] == "success"]) >= count
 
 
-def test_a_burst_is_served_within_max_runners_and_the_set_returns_to_min(sim: Simulator) -> None:
-    with MiniEngine(ROOT) as engine:
-        engine.up(scale_set(sim, min_runners=1))
-        state = outputs(engine, "scale-set")
-        assert state["scale_set_id"] and state["listener"] == f"{SET}-listener"
-        wait_until(lambda: len(runner_pods(sim)) == 1, "the one idle runner min_runners keeps", 30)
-        sim.github.queue_jobs(sim.repo_url, [SET], 1.0, count=8)
-        peak = [0]
-
-        def served() -> bool:
-            peak[0] = max(peak[0], len(runner_pods(sim)))
-            return jobs_done(sim, 8)
-
-        wait_until(served, "the eight jobs served", 60)
-        assert peak[0] <= 4, f"{peak[0]} runners at once, above max_runners 4"
-        wait_until(lambda: len(runner_pods(sim)) == 1, "back to min_runners", 30)
-        assert not [j for j in sim.github.jobs() if j["lost"]], sim.github.jobs()
-        engine.destroy()
-        assert not pods(sim, runner_selector(SET)) or wait_until(
-            lambda: not pods(sim, runner_selector(SET)), "the runners' pods gone", 30
-        )
-        assert not sim.github.service.scale_sets()
-        assert not pods(sim, listener_selector(SET))
-    log = listener_log(sim)
-    assert "session opened" in log and "session deleted" in log, log
-    assert sim.credential not in log
-
-
 def check_failures(sim: Simulator, **args: Any) -> dict[str, str]:
     with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed) as failed:
         engine.up(scale_set(sim, **args))
@@ -117,63 +89,12 @@ def test_max_below_min_and_names_github_refuses_are_check_failures_naming_the_pr
     assert not sim.github.service.scale_sets()
 
 
-def test_the_listener_killed_mid_burst_comes_back_with_no_job_lost_and_one_session(sim: Simulator) -> None:
-    with MiniEngine(ROOT) as engine:
-        engine.up(scale_set(sim))
-        sim.github.queue_jobs(sim.repo_url, [SET], 3.0, count=6)
-        wait_until(lambda: any(j["status"] == "in_progress" for j in sim.github.jobs()), "a job running", 30)
-        listener = pods(sim, listener_selector(SET))[0].metadata.name
-        assert sim.kube.processes is not None and sim.kube.processes.crash(NAMESPACE, listener)
-        wait_until(lambda: jobs_done(sim, 6), "the six jobs served", 90)
-        assert not [j for j in sim.github.jobs() if j["lost"]]
-        assert pods(sim, listener_selector(SET))[0].metadata.name == listener  # the container restarted
-        assert "active session already" in listener_log(sim)
-        engine.destroy()
-
-
 def spec_hashes(sim: Simulator) -> list[str]:
     return sorted(p.metadata.annotations["actions-runners.pulumi.io/spec-hash"] for p in runner_pods(sim))
 
 
 def busy_names(sim: Simulator) -> set[str]:
     return {j["runner_name"] for j in sim.github.jobs("in_progress")}
-
-
-def test_a_new_runner_spec_replaces_idle_runners_and_busy_ones_finish_on_the_old(sim: Simulator) -> None:
-    team = {"metadata": {"labels": {"team": "a"}}}
-    with MiniEngine(ROOT) as engine:
-        engine.up(scale_set(sim, min_runners=2, pod_template=team))
-        old = outputs(engine, "scale-set")["spec_hash"]
-        sim.github.queue_jobs(sim.repo_url, [SET], None, count=2)  # held until finished by name
-        wait_until(lambda: len(busy_names(sim)) == 2 and len(runner_pods(sim)) == 4, "2 busy and 2 idle runners", 30)
-        busy = busy_names(sim)
-        engine.up(scale_set(sim, min_runners=2, pod_template={"metadata": {"labels": {"team": "b"}}}))
-        state = outputs(engine, "scale-set")
-        assert state["update_kind"] == ["runners"] and state["spec_hash"] != old
-        new = state["spec_hash"]
-        wait_until(lambda: spec_hashes(sim) == sorted([old, old, new, new]), "the idle runners replaced", 30)
-        assert busy <= {p.metadata.name for p in runner_pods(sim)}, "a busy runner's pod was deleted"
-        for name in busy:
-            sim.github.finish_job(name)
-        wait_until(lambda: spec_hashes(sim) == [new, new], "the old spec's runners gone after their jobs", 30)
-        assert not [j for j in sim.github.jobs() if j["lost"]] and not sim.runners.jobs_killed
-        engine.destroy()
-
-
-def test_a_scale_set_github_deleted_is_made_again_and_serves(sim: Simulator) -> None:
-    with MiniEngine(ROOT) as engine:
-        engine.up(scale_set(sim))
-        first = outputs(engine, "scale-set")["scale_set_id"]
-        sim.github.service.forget_scale_set(int(first))
-        wait_until(lambda: sim.github.service.scale_sets(), "the set made again", 30)
-        sim.github.queue_jobs(sim.repo_url, [SET], 0.5, count=3)
-        wait_until(lambda: jobs_done(sim, 3), "the jobs served by the set made again", 60)
-        engine.refresh()
-        again = outputs(engine, "scale-set")
-        assert again["scale_set_id"] != first and again["statistics"]["totalRunningJobs"] == 0
-        assert "is gone on GitHub's side; made again" in listener_log(sim)
-        engine.destroy()
-        assert not sim.github.service.scale_sets()
 
 
 def test_a_destroy_waits_for_a_busy_runner_within_its_bound_then_keeps_the_resource(sim: Simulator) -> None:
@@ -190,45 +111,113 @@ def test_a_destroy_waits_for_a_busy_runner_within_its_bound_then_keeps_the_resou
         engine.destroy()
         assert not sim.github.service.scale_sets() and not runner_pods(sim)
         assert not [j for j in sim.github.jobs() if j["lost"]]
-        with sim.kube.api_server.admin_client() as admin:
-            left = client.CoreV1Api(admin).list_namespaced_secret(NAMESPACE).items
-            left += client.CoreV1Api(admin).list_namespaced_config_map(NAMESPACE, label_selector=f"{LABEL}={SET}").items
-        assert not [o.metadata.name for o in left if o.metadata.name.startswith(SET)]
+        assert not leftovers(sim), leftovers(sim)
 
 
-def test_the_real_cli_creates_serves_previews_a_bounds_change_refreshes_and_destroys(
-    cli_dir: Path, plugin_dir: Path, kube_api_server: KubeApiServer
-) -> None:
-    """programs/runners with `scaleSet`: its Namespace by pulumi_kubernetes, the scale set by the provider."""
-    with (
-        quick_simulator(kube_api_server, namespaces=()) as sim,
-        PulumiWorkspace(ROOT, cli_dir, kubernetes_plugin_dir=plugin_dir) as stack,
-    ):
-        sim.github.service.long_poll_seconds = 1.0
-        config = sim.stack_config(runners=0, grace_period_seconds=0.5, create_namespace=True)
+def test_the_real_cli_on_the_simulator_through_a_scale_set_s_life(cli_dir: Path, sim: Simulator) -> None:
+    """programs/runners with `scaleSet`, as issue 42's "done when" lists it: a Check failure naming the property;
+    create; a burst served within max_runners and back to min_runners; a preview and report of a bounds change; a
+    runner spec change while runners are busy; the listener killed mid-burst; the set deleted on GitHub's side;
+    destroy leaving nothing on GitHub or in the namespace; no job lost, no busy runner's pod deleted."""
+    with PulumiWorkspace(ROOT, cli_dir) as stack:
+        config = sim.stack_config(runners=0, grace_period_seconds=0.5)
         stack.new_stack(
-            config={**config, "scaleSet": "true", "scaleSetName": SET, "maxRunners": "3"},
+            config={**config, "scaleSet": "true", "scaleSetName": SET, "minRunners": "5", "maxRunners": "2"},
             secrets={"githubToken": sim.credential},
         )
-        up = stack.run("up", "--yes")
-        assert "4 created" in up.stdout, up.stdout  # the stack, the cluster's provider, the namespace, the set
-        sim.github.queue_jobs(sim.repo_url, [SET], 0.5, count=5)
-        wait_until(lambda: jobs_done(sim, 5), "five jobs served by at most three runners", 60)
-        stack.run("config", "set", "maxRunners", "6")
-        preview = stack.run("preview", "--diff")
-        assert re.search(r"~ max_runners\s*: 3 => 6", preview.stdout), preview.stdout
-        report = render.text(build_report(json.loads(stack.run("preview", "--json").stdout)))
-        assert "capacity from min 0, max 3 to min 0, max 6 (no runner is replaced for it)" in report, report
+        refused = stack.run("preview", check=False)
+        assert refused.returncode != 0, refused.stdout
+        assert "property max_runners value {2} has a problem: 2 is below min_runners (5)" in refused.stdout
+        stack.run("config", "set", "minRunners", "1")
+        stack.run("config", "set", "maxRunners", "4")
         stack.run("up", "--yes")
+        wait_until(lambda: len(runner_pods(sim)) == 1, "the idle runner min_runners keeps", 30)
+
+        sampler = PeakSampler(sim)
+        sim.github.queue_jobs(sim.repo_url, [SET], 1.0, count=8)
+        wait_until(lambda: jobs_done(sim, 8), "a burst of eight jobs served", 60)
+        wait_until(lambda: len(runner_pods(sim)) == 1, "back to min_runners", 30)
+        assert sampler.stop() <= 4, "more runner pods at once than max_runners"
+
+        stack.run("config", "set", "maxRunners", "6")
+        report = render.text(build_report(json.loads(stack.run("preview", "--json").stdout)))
+        assert "capacity from min 1, max 4 to min 1, max 6 (no runner is replaced for it)" in report, report
+        stack.run("up", "--yes")
+
+        sim.github.queue_jobs(sim.repo_url, [SET], None, count=2)  # held until finished by name
+        wait_until(lambda: len(busy_names(sim)) == 2 and len(runner_pods(sim)) == 3, "2 busy and 1 idle runner", 30)
+        busy, old = busy_names(sim), spec_hashes(sim)[0]
+        stack.run("config", "set", "runnerCpu", "1")  # a pod template: a new runner spec
+        stack.run("up", "--yes")
+        new = scale_set_outputs(stack)["spec_hash"]
+        assert scale_set_outputs(stack)["update_kind"] == ["runners"] and new != old
+        wait_until(lambda: spec_hashes(sim) == sorted([old, old, new]), "the idle runner replaced", 30)
+        assert busy <= {p.metadata.name for p in runner_pods(sim)}, "a busy runner's pod was deleted"
+        for name in busy:
+            sim.github.finish_job(name)
+        wait_until(lambda: spec_hashes(sim) == [new], "the old spec's runners gone after their jobs", 30)
+
+        sim.github.queue_jobs(sim.repo_url, [SET], 2.0, count=6)
+        wait_until(lambda: sim.github.jobs("in_progress"), "a job running", 30)
+        (listener,) = [p.metadata.name for p in pods(sim, listener_selector(SET))]
+        assert sim.kube.processes is not None and sim.kube.processes.crash(NAMESPACE, listener)
+        wait_until(lambda: jobs_done(sim, 16), "the burst served across the listener's restart", 90)
+        assert "has an active session already" in listener_log(sim)  # the dead one's, waited out
+
+        first = scale_set_outputs(stack)["scale_set_id"]
+        sim.github.service.forget_scale_set(int(first))
+        wait_until(lambda: sim.github.service.scale_sets(), "the set made again", 30)
+        sim.github.queue_jobs(sim.repo_url, [SET], 0.5, count=2)
+        wait_until(lambda: jobs_done(sim, 18), "jobs served by the set made again", 60)
         stack.run("refresh", "--yes")
-        state = json.loads(stack.run("stack", "export").stdout)
-        (scale_set,) = [r for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerScaleSet")]
-        assert scale_set["outputs"]["update_kind"] == ["bounds"]
-        assert scale_set["outputs"]["statistics"]["totalAssignedJobs"] == 0
-        assert sim.credential not in json.dumps(state)
+        assert scale_set_outputs(stack)["scale_set_id"] != first
+        assert "is gone on GitHub's side; made again" in listener_log(sim)
+
         stack.run("destroy", "--yes")
-        assert not sim.github.service.scale_sets()
-        assert not [j for j in sim.github.jobs() if j["lost"]]
+        assert not sim.github.service.scale_sets() and not sim.github.runners()
+        assert not leftovers(sim), leftovers(sim)
+    assert not [j for j in sim.github.jobs() if j["lost"]] and not sim.runners.jobs_killed
+    assert sim.credential not in listener_log(sim)
+
+
+def scale_set_outputs(stack: PulumiWorkspace) -> dict[str, Any]:
+    state = json.loads(stack.run("stack", "export").stdout)
+    (found,) = [r for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerScaleSet")]
+    return found["outputs"]
+
+
+class PeakSampler:
+    """The most runner pods up at once, looked at every 50 ms."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(sim,), daemon=True)
+        self._thread.start()
+
+    def _run(self, sim: Simulator) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, len(runner_pods(sim)))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def leftovers(sim: Simulator) -> list[str]:
+    """Anything of the scale set's left in the namespace."""
+    with sim.kube.api_server.admin_client() as admin:
+        core, apps, rbac = client.CoreV1Api(admin), client.AppsV1Api(admin), client.RbacAuthorizationV1Api(admin)
+        found = [
+            *core.list_namespaced_pod(NAMESPACE).items,
+            *core.list_namespaced_secret(NAMESPACE).items,
+            *core.list_namespaced_config_map(NAMESPACE, label_selector=LABEL).items,
+            *core.list_namespaced_service_account(NAMESPACE, label_selector=LABEL).items,
+            *apps.list_namespaced_deployment(NAMESPACE).items,
+            *rbac.list_namespaced_role(NAMESPACE, label_selector=LABEL).items,
+            *rbac.list_namespaced_role_binding(NAMESPACE, label_selector=LABEL).items,
+        ]
+    return [f"{type(o).__name__} {o.metadata.name}" for o in found]
 
 
 def scale_set_step(op: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

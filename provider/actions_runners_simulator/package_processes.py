@@ -165,6 +165,10 @@ class PackageProcesses:
 
 
 def _last_line(path: Path) -> str:
-    with path.open("rb") as log_file:
-        lines = deque(log_file, maxlen=1)
+    """"" if the log is gone (the simulator stopped, and its workdir with it)."""
+    try:
+        with path.open("rb") as log_file:
+            lines = deque(log_file, maxlen=1)
+    except FileNotFoundError:
+        return ""
     return lines[0].decode(errors="replace").strip() if lines else ""
