@@ -1,5 +1,6 @@
-"""The demo's verdict on a busy runner's replacement: it must say "not protected" whenever the records show it
-was not, since the demo's printed claims rest on it. Records are written here as the simulator writes them."""
+"""The demo's verdicts, on a busy runner's replacement and on a scale set's burst: each must name a problem
+whenever the records show one, since the demo's printed claims rest on them. Records are written here as the
+simulator writes them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,18 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from actions_runners_simulator.demo import HeldJob, SimulatorProcess, judge, pod_problem, timeline
+from actions_runners_simulator.demo import (
+    HeldJob,
+    Sample,
+    SimulatorProcess,
+    burst_summary,
+    fleet_chart,
+    judge,
+    judge_burst,
+    peak_runners,
+    pod_problem,
+    timeline,
+)
 from actions_runners_simulator.tools import tool_dirs
 from actions_runners_simulator.workspace import PulumiFailed, PulumiWorkspace
 from tests.conftest import ROOT, wait_until
@@ -160,6 +172,174 @@ def test_a_persistent_runner_unregistered_is_not_said_to_be_ephemeral() -> None:
     assert "runner-0 unregistered: RemoveRunner answered 404 (GitHub no longer knew it)" in "\n".join(
         timeline(job, outcome, started=99.0, elapsed=13.6)
     )
+
+
+OLD, NEW = "old-spec", "new-spec"
+UPDATE = (10.0, 15.0)  # the spec change's `pulumi up`
+
+
+def burst_job(job_id: int, runner: str | None, started: float | None, finished: float | None) -> dict[str, Any]:
+    status = "queued" if started is None else "in_progress" if finished is None else "completed"
+    return {
+        "id": job_id,
+        "labels": ["linux"],
+        "status": status,
+        "conclusion": "success" if status == "completed" else None,
+        "runner_name": runner,
+        "started_at": started,
+        "finished_at": finished,
+        "lost": False,
+    }
+
+
+def runner_events(name: str, created: float, exited: float | None, deleted: float | None) -> list[dict[str, Any]]:
+    events = [pod_event("pod_created", created, name=name)]
+    if exited is not None:
+        events.append({**pod_event("container_exited", exited, name=name), "container": "runner", "exit_code": 0})
+    if deleted is not None:
+        events += [pod_event("pod_terminating", deleted, name=name), pod_event("pod_removed", deleted + 0.5, name=name)]
+    return events
+
+
+# Two runners busy from before the update to after it (held jobs), then one of the new spec for a queued job.
+BURST_JOBS = [
+    burst_job(1, "linux-aaaaa", 5.0, 20.0),
+    burst_job(2, "linux-bbbbb", 5.5, 20.0),
+    burst_job(3, "linux-ccccc", 21.0, 24.0),
+]
+BURST_EVENTS = [
+    *runner_events("linux-aaaaa", 3.0, 20.3, 21.3),
+    *runner_events("linux-bbbbb", 3.5, 20.3, 21.5),
+    *runner_events("linux-ccccc", 20.5, 24.2, 25.0),
+    pod_event("pod_created", 2.0, name="linux-listener-5d8f-x2x4q"),  # the listener's pod: not a runner
+]
+BURST_SPECS = {"linux-aaaaa": OLD, "linux-bbbbb": OLD, "linux-ccccc": NEW}
+
+
+def burst_outcome(
+    jobs: list[dict[str, Any]] = BURST_JOBS,
+    events: list[dict[str, Any]] = BURST_EVENTS,
+    specs: dict[str, str] = BURST_SPECS,
+    **overrides: Any,
+) -> Any:
+    settings = {"old_hash": OLD, "new_hash": NEW, "update": UPDATE, "max_runners": 10, "jobs_killed": 0}
+    return judge_burst(jobs, events, specs, **{**settings, **overrides})
+
+
+def test_a_burst_served_as_a_scale_set_should_is_judged_so_with_its_figures() -> None:
+    outcome = burst_outcome()
+
+    assert outcome.problems == ()
+    assert (outcome.peak, outcome.peak_at) == (2, 3.5)
+    assert (outcome.served, outcome.lost) == (3, 0)
+    assert [(b.name, b.spec_hash, b.finished_at, b.deleted_at) for b in outcome.busy_through_update] == [
+        ("linux-aaaaa", OLD, 20.0, 21.3),
+        ("linux-bbbbb", OLD, 20.0, 21.5),
+    ]
+    assert outcome.busy_finished_on_old_spec == 2
+    assert (outcome.old_spec_jobs, outcome.new_spec_jobs) == (2, 1)
+    assert outcome.back_to_zero_at == 24.2
+
+
+def test_more_runners_at_once_than_max_runners_is_a_problem() -> None:
+    assert burst_outcome(max_runners=1).problems == ("2 runners ran at once, above max_runners 1",)
+
+
+def test_a_pod_deleted_while_its_job_ran_is_a_problem() -> None:
+    events = [*BURST_EVENTS, pod_event("pod_terminating", 18.0, name="linux-aaaaa")]
+
+    outcome = burst_outcome(events=events)
+
+    assert outcome.problems == ("pod linux-aaaaa was deleted while its job 1 ran",)
+    assert "  1 of their pods deleted before their jobs ended" in burst_summary(outcome, 3, UPDATE, 0.0)
+
+
+def test_a_spec_change_that_met_no_busy_runner_is_a_problem() -> None:
+    outcome = burst_outcome(update=(25.0, 26.0))
+
+    assert outcome.busy_through_update == ()
+    assert outcome.problems == ("no runner ran a job throughout the update: the spec change met no busy runner",)
+
+
+def test_a_busy_runner_not_on_the_first_spec_is_a_problem() -> None:
+    outcome = burst_outcome(specs={**BURST_SPECS, "linux-aaaaa": NEW})
+
+    assert outcome.problems == ("busy runner linux-aaaaa did not finish on the first spec (new-spec)",)
+    assert (outcome.busy_finished_on_old_spec, outcome.old_spec_jobs, outcome.new_spec_jobs) == (1, 1, 2)
+
+
+def test_a_job_lost_or_not_served_is_a_problem() -> None:
+    lost = [{**BURST_JOBS[0], "conclusion": "failure", "lost": True}, *BURST_JOBS[1:]]
+    assert burst_outcome(jobs=lost).problems == (
+        "1 of 3 jobs were not served",
+        "jobs lost: 1 in GitHub's records, 0 in the simulator's jobs_killed",
+    )
+    assert burst_outcome(jobs_killed=1).lost == 1
+    queued = [*BURST_JOBS, burst_job(4, None, None, None)]
+    assert burst_outcome(jobs=queued).problems == ("1 of 4 jobs were not served",)
+
+
+def test_a_fleet_not_back_to_zero_is_a_problem() -> None:
+    events = [e for e in BURST_EVENTS if e["name"] != "linux-ccccc" or e["type"] == "pod_created"]
+
+    outcome = burst_outcome(events=events)
+
+    assert outcome.back_to_zero_at is None
+    assert outcome.problems == ("the fleet is not back to 0: linux-ccccc still run",)
+
+
+def test_a_runner_ending_as_another_starts_is_not_counted_with_it() -> None:
+    assert peak_runners({"a": (1.0, 5.0), "b": (5.0, 9.0), "c": (6.0, None)}) == (2, 6.0)
+    assert peak_runners({}) == (0, None)
+
+
+def test_the_summary_says_the_recorded_figures() -> None:
+    lines = burst_summary(burst_outcome(), 3, UPDATE, origin=1.0)
+
+    assert lines[1:] == [
+        "  runners at once, at most: 2 (max_runners 10), first at +2.5 s",
+        "  the spec change, `pulumi up` from +9.0 s to +14.0 s: 2 runners ran jobs from before it began until after"
+        " it ended",
+        "  2 of them finished their jobs on the first spec, at +19.0 s",
+        "  their pods deleted 1.3 s to 1.5 s after their jobs ended, none before",
+        "  jobs run on the first spec: 2; on the new spec: 1",
+        "  the fleet back to 0 runners at +23.2 s",
+        "  jobs served: 3 of 3; jobs lost: 0",
+    ]
+
+
+def test_the_summary_gives_a_span_when_the_figures_differ() -> None:
+    jobs = [BURST_JOBS[0], {**BURST_JOBS[1], "finished_at": 20.4}, BURST_JOBS[2]]
+
+    lines = burst_summary(burst_outcome(jobs=jobs), 3, UPDATE, origin=1.0)
+
+    assert "  2 of them finished their jobs on the first spec, from +19.0 s to +19.4 s" in lines
+    assert "  their pods deleted 1.1 s to 1.3 s after their jobs ended, none before" in lines
+
+
+def test_the_chart_has_the_first_sample_then_a_row_a_second_when_something_changed_and_the_last() -> None:
+    def sample(at: float, runners: dict[str, str], busy: int) -> Sample:
+        return Sample(at, runners, len(runners), busy, queued=3 - busy, done=0)
+
+    samples = [
+        sample(0.1, {}, 0),  # before the chart's start: not shown
+        sample(0.6, {}, 0),
+        sample(1.1, {"a": OLD}, 0),
+        sample(1.6, {"a": OLD, "b": NEW}, 1),  # overtaken within the second: not shown
+        sample(2.1, {"a": OLD, "b": NEW}, 2),
+        sample(3.1, {"a": OLD, "b": NEW}, 2),  # as the row before: not shown
+        sample(3.4, {"b": NEW}, 1),
+        sample(3.9, {}, 0),  # after the chart's end: not shown
+    ]
+
+    rows = fleet_chart(samples, OLD, since=0.5, until=3.5, origin=0.0)
+
+    assert rows == [
+        "    +0.6 s   0              busy  0, queued  3, done  0",
+        "    +1.1 s   1 #            busy  0, queued  3, done  0",
+        "    +2.1 s   2 #+           busy  2, queued  1, done  0",
+        "    +3.4 s   1 +            busy  1, queued  2, done  0",
+    ]
 
 
 def test_the_simulator_process_reports_what_it_saw() -> None:

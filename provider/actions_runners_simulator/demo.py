@@ -1,11 +1,13 @@
 """The guided tour on the real pulumi CLI: runners created, a token rotation previewed as pending recreations,
 then a replacement while one runner is busy; then a RunnerPool rotated in one update; then a refilling pool
-whose slot is refilled after a job with no `pulumi up`. The simulator runs as its own local process.
+whose slot is refilled after a job with no `pulumi up`; then a RunnerScaleSet serving a burst of jobs from 0
+runners and back, its runner spec changed mid-burst. The simulator runs as its own local process.
 
 The busy runner's job is held until the update has been seen waiting on it (RemoveRunner answered 422), and only
 then released, so the tour shows the busy guard on any machine however slow. Every sentence it prints about what
 happened is computed from the simulator's records (GitHub calls, pod events, jobs lost), and the tour fails if
-they show the busy runner unprotected (`judge`).
+they show the busy runner unprotected (`judge`). The scale set's burst is judged the same way (`judge_burst`): its
+first jobs are held until the spec change has been applied, so that it always meets busy runners.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,8 @@ from typing import Any
 import requests
 from kubernetes import client, config
 
-from pulumi_actions_runners.kube.manifests import RUNNER_LABEL
+from pulumi_actions_runners.kube.manifests import RUNNER_LABEL, SPEC_HASH_ANNOTATION
+from pulumi_actions_runners.kube.scale_set_manifests import runner_selector
 
 from . import control
 from .simulator import program_credentials
@@ -40,7 +44,27 @@ HOLD_AFTER_REFUSAL_SECONDS = 5.0  # the job stays held this long after the first
 POLL_SECONDS = 0.25
 REFILL_TIMEOUT_SECONDS = 60.0  # for a fresh runner in the slot of one that took its job (seconds, in practice)
 POD_DELETIONS = ("pod_terminating", "container_killed", "pod_removed")  # the kubelet stand-in's event types
+RUNNER_ENDS = ("container_exited", *POD_DELETIONS)  # a runner no longer runs from the first of these
+LONG_POLL_SECONDS = 1.0  # an empty message poll answered after 1 s, not GitHub's 50: a job's message comes at once
+SCALE_SET = "linux"  # the scale set's name: what a workflow gives as runs-on
+MAX_RUNNERS = 10
+HELD_JOBS = MAX_RUNNERS  # the burst's first jobs, held until the spec change is applied: every runner is busy
+TIMED_JOBS = 10  # the rest, queued behind them: they run on the new spec
+JOB_SECONDS = 3.0
+SPEC_CHANGE = ("runnerMemory", "2Gi")  # programs/runners' setting; a new runner spec
+HOLD_AFTER_UPDATE_SECONDS = 5.0  # the held jobs stay held this long after the update, their pods watched
+BURST_TIMEOUT_SECONDS = 90.0  # for each step of the burst (seconds, in practice)
+SAMPLE_SECONDS = 0.25
 Json = dict[str, Any]
+SCALE_SET_INTRO = """
+A runner scale set, {name}: 0 to {max} runners that follow the job queue, started and removed by its listener
+between updates; workflows ask for it with runs-on: {name} (pulumi config set scaleSet true, scaleSetName {name},
+minRunners 0, maxRunners {max}). The simulator answers an empty message poll after {poll:g} s, not GitHub's 50 s;
+a job's message comes at once either way."""
+BURST_INTRO = """
+{total} jobs queued together, runs-on: {name}. The first {held} are held: each runs until the demo ends it (as
+`actions-runners-simulator job finish RUNNER` does), so that the spec change below finds its runners busy however
+slow the machine. Then {timed} of {seconds:g} s each:"""
 
 
 class DemoFailed(Exception):
@@ -129,10 +153,13 @@ class SimulatorProcess:
     """`python -m actions_runners_simulator serve` in a process of its own, as a user would run it, seen through
     its control endpoints, its Kubernetes API (the official client) and its reports."""
 
-    def __init__(self, kube_bin_dir: Path) -> None:
+    def __init__(self, kube_bin_dir: Path, long_poll_seconds: float | None = None) -> None:
         command = [sys.executable, "-m", "actions_runners_simulator", "serve"]  # it makes the runners' namespace
+        command += ["--token-lifetime", str(TOKEN_LIFETIME_SECONDS)]
+        if long_poll_seconds is not None:
+            command += ["--long-poll-seconds", str(long_poll_seconds)]
         self._process = subprocess.Popen(
-            [*command, "--token-lifetime", str(TOKEN_LIFETIME_SECONDS)],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -158,6 +185,15 @@ class SimulatorProcess:
     def get(self, what: str) -> Any:
         response = requests.get(f"{self.control}/{what}", timeout=10)
         response.raise_for_status()
+        return response.json()
+
+    def queue(self, labels: Sequence[str], seconds: float | None, count: int) -> list[Json]:
+        """``count`` jobs with ``runs-on: labels`` queued in the simulated repository, each running ``seconds`` once
+        a runner takes it (None: until `job` finishes it); their records."""
+        payload = {"labels": list(labels), "duration_seconds": seconds, "count": count, "url": self.info["github_url"]}
+        response = requests.post(f"{self.control}/jobs/queue", json=payload, timeout=10)
+        if response.status_code != 201:
+            raise DemoFailed(f"the simulator would not queue jobs: {response.status_code} {response.text}")
         return response.json()
 
     def job(self, action: str, runner_name: str) -> requests.Response:
@@ -193,7 +229,7 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
     # Found, or all built at once (a first build takes minutes, and says so); each step waits only for its own.
     tools = ToolBuilds("kube", "pulumi", "pulumi-yaml")
     try:
-        simulator = SimulatorProcess(tools.get("kube"))
+        simulator = SimulatorProcess(tools.get("kube"), LONG_POLL_SECONDS)
     except BaseException:
         tools.stop()  # the other builds, which nobody will wait for now
         raise
@@ -211,6 +247,8 @@ def run(runners: int = 3, *, github_app: bool = False) -> int:
             fleet_tour(stack, simulator, FLEET_RUNNERS)
         with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi"), stack="refill", skip_preview=False) as stack:
             refill_tour(stack, simulator, runners)
+        with PulumiWorkspace(PROJECT_DIR, tools.get("pulumi"), stack="scale-set", skip_preview=False) as stack:
+            scale_set_tour(stack, simulator)
     except (DemoFailed, PulumiFailed, ToolMissing) as error:  # a build still under way may fail
         failure = str(error)
     finally:
@@ -480,3 +518,413 @@ def timeline(job: HeldJob, outcome: Outcome, started: float, elapsed: float) -> 
     lines.append(f"  unregistered while the job was held: {outcome.others_unregistered_while_held}.")
     lines.append(f"  Jobs lost during the update (the simulator's jobs_killed): {outcome.jobs_lost}.")
     return lines
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The scale set's runner pods and the burst's jobs at one moment (the machine's monotonic clock)."""
+
+    at: float
+    runners: dict[str, str]  # running runner pods (not ended, not terminating): name -> spec hash
+    pods: int  # runner pods of any state, ended or terminating ones too
+    busy: int
+    queued: int
+    done: int
+
+
+class FleetWatch:
+    """Reads the scale set's runner pods (the Kubernetes API, a client of its own) and the burst's jobs (GitHub's
+    records) every SAMPLE_SECONDS in a thread of its own: the runners over time, and each runner pod's spec hash
+    as its annotation says."""
+
+    def __init__(self, simulator: SimulatorProcess) -> None:
+        self._simulator = simulator
+        self._kube = config.new_client_from_config(config_file=simulator.info["kubeconfig"], persist_config=False)
+        self._pods = client.CoreV1Api(self._kube)
+        self.samples: list[Sample] = []
+        self.spec_hashes: dict[str, str] = {}  # every runner pod seen
+        self.failure: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fleet-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        namespace, selector = self._simulator.info["namespace"], runner_selector(SCALE_SET)
+        while not self._stop.is_set():
+            try:
+                pods = self._pods.list_namespaced_pod(namespace, label_selector=selector).items
+                jobs = [job for job in self._simulator.get("jobs") if job["labels"] == [SCALE_SET]]
+            except Exception as error:  # any: the tour waits on `latest`, which raises it as DemoFailed
+                self.failure = f"the runners could not be read: {error}"
+                return
+            running = {}
+            for pod in pods:
+                spec_hash = (pod.metadata.annotations or {}).get(SPEC_HASH_ANNOTATION, "")
+                self.spec_hashes.setdefault(pod.metadata.name, spec_hash)
+                if pod.metadata.deletion_timestamp is None and pod.status.phase not in ("Succeeded", "Failed"):
+                    running[pod.metadata.name] = spec_hash
+            statuses = [job["status"] for job in jobs]
+            self.samples.append(
+                Sample(
+                    time.monotonic(),
+                    running,
+                    len(pods),
+                    statuses.count("in_progress"),
+                    statuses.count("queued"),
+                    statuses.count("completed"),
+                )
+            )
+            self._stop.wait(SAMPLE_SECONDS)
+
+    def latest(self) -> Sample | None:
+        if self.failure is not None:
+            raise DemoFailed(self.failure)
+        return self.samples[-1] if self.samples else None
+
+    def taken_after(self, moment: float) -> Sample | None:
+        """The latest sample if it was taken after ``moment``."""
+        latest = self.latest()
+        return latest if latest is not None and latest.at > moment else None
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self._kube.close()
+
+
+@dataclass(frozen=True)
+class BusyRunner:
+    """A runner that ran its job from before an update began until after it ended."""
+
+    name: str
+    spec_hash: str | None
+    finished_at: float | None  # its job's end
+    deleted_at: float | None  # its pod's first deletion event
+
+
+@dataclass(frozen=True)
+class BurstOutcome:
+    """What GitHub's job records and the kubelet stand-in's events say of a scale set's burst."""
+
+    peak: int  # runners running at once, at most
+    peak_at: float | None
+    served: int  # jobs completed with success
+    lost: int  # jobs lost: those GitHub recorded lost, and the simulator's jobs_killed
+    busy_through_update: tuple[BusyRunner, ...]
+    busy_finished_on_old_spec: int  # of those, how many ended their job on the first spec
+    old_spec_jobs: int
+    new_spec_jobs: int
+    back_to_zero_at: float | None  # when the last runner stopped running, if all did
+    problems: tuple[str, ...]
+
+
+def runner_lives(events: Iterable[Json], names: Iterable[str]) -> dict[str, tuple[float, float | None]]:
+    """Each named runner pod's run, from its creation to the first of its container's exit and its deletion (None:
+    it runs on), from the kubelet stand-in's events; a pod it never saw made is left out."""
+    by_name: dict[str, list[Json]] = {name: [] for name in names}
+    for event in events:
+        if event["name"] in by_name:
+            by_name[event["name"]].append(event)
+    lives = {}
+    for name, own in by_name.items():
+        created = min((e["at"] for e in own if e["type"] == "pod_created"), default=None)
+        if created is not None:
+            ends = [e["at"] for e in own if e["type"] in RUNNER_ENDS and e["at"] >= created]
+            lives[name] = (created, min(ends, default=None))
+    return lives
+
+
+def peak_runners(lives: dict[str, tuple[float, float | None]]) -> tuple[int, float | None]:
+    """The most runs at once, and when that count was first reached (a run ending as another starts is not
+    counted with it)."""
+    moments = [(start, 1) for start, _ in lives.values()]
+    moments += [(end, -1) for _, end in lives.values() if end is not None]
+    count, peak, peak_at = 0, 0, None
+    for moment, step in sorted(moments):  # at one moment, ends (-1) first
+        count += step
+        if count > peak:
+            peak, peak_at = count, moment
+    return peak, peak_at
+
+
+def judge_burst(
+    jobs: Sequence[Json],
+    kube_events: Sequence[Json],
+    spec_hashes: dict[str, str],
+    *,
+    old_hash: str,
+    new_hash: str,
+    update: tuple[float, float],
+    max_runners: int,
+    jobs_killed: int,
+) -> BurstOutcome:
+    """Whether a burst was served as a scale set should serve it: every job served and none lost, at most
+    ``max_runners`` runners at once, no runner's pod deleted while its job ran, runners busy throughout the
+    ``update`` (start, end) that changed the runner spec finishing on the old spec, jobs run on the new, and the
+    fleet back to 0. ``jobs`` are GitHub's records of the burst's jobs, ``kube_events`` the kubelet stand-in's,
+    ``spec_hashes`` each runner pod's annotation as read, ``jobs_killed`` the simulator's count of jobs lost
+    meanwhile."""
+    names = set(spec_hashes) | {job["runner_name"] for job in jobs if job["runner_name"]}
+    lives = runner_lives(kube_events, names)
+    peak, peak_at = peak_runners(lives)
+    deletions: dict[str, list[float]] = {}
+    for event in kube_events:
+        if event["name"] in names and event["type"] in POD_DELETIONS:
+            deletions.setdefault(event["name"], []).append(event["at"])
+    problems = []
+    if peak > max_runners:
+        problems.append(f"{peak} runners ran at once, above max_runners {max_runners}")
+    served = sum(job["status"] == "completed" and job["conclusion"] == "success" for job in jobs)
+    if served < len(jobs):
+        problems.append(f"{len(jobs) - served} of {len(jobs)} jobs were not served")
+    lost = sum(bool(job["lost"]) for job in jobs)
+    if lost or jobs_killed:
+        problems.append(f"jobs lost: {lost} in GitHub's records, {jobs_killed} in the simulator's jobs_killed")
+    specs = {"old": 0, "new": 0}
+    for job in jobs:
+        runner = job["runner_name"]
+        if runner is None:
+            continue
+        spec = spec_hashes.get(runner)
+        if spec == old_hash:
+            specs["old"] += 1
+        elif spec == new_hash:
+            specs["new"] += 1
+        else:
+            problems.append(f"runner {runner} ran job {job['id']} on a spec neither the first nor the new: {spec}")
+        started, finished = job["started_at"], job["finished_at"]
+        early = [moment for moment in deletions.get(runner, []) if moment >= started]
+        if early and (finished is None or min(early) < finished):
+            problems.append(f"pod {runner} was deleted while its job {job['id']} ran")
+    start, end = update
+    busy = tuple(
+        BusyRunner(
+            job["runner_name"],
+            spec_hashes.get(job["runner_name"]),
+            job["finished_at"],
+            min(deletions.get(job["runner_name"], []), default=None),
+        )
+        for job in jobs
+        if job["started_at"] is not None
+        and job["started_at"] < start
+        and (job["finished_at"] is None or job["finished_at"] > end)
+    )
+    if not busy:
+        problems.append("no runner ran a job throughout the update: the spec change met no busy runner")
+    problems += [
+        f"busy runner {b.name} did not finish on the first spec ({b.spec_hash})"
+        for b in busy
+        if b.spec_hash != old_hash
+    ]
+    if not specs["new"]:
+        problems.append("no job ran on the new spec")
+    running = sorted(name for name, (_, ended) in lives.items() if ended is None)
+    if running:
+        problems.append(f"the fleet is not back to 0: {', '.join(running)} still run")
+    ends = [ended for _, ended in lives.values() if ended is not None]
+    return BurstOutcome(
+        peak=peak,
+        peak_at=peak_at,
+        served=served,
+        lost=lost + jobs_killed,
+        busy_through_update=busy,
+        busy_finished_on_old_spec=sum(b.spec_hash == old_hash and b.finished_at is not None for b in busy),
+        old_spec_jobs=specs["old"],
+        new_spec_jobs=specs["new"],
+        back_to_zero_at=None if running or not ends else max(ends),
+        problems=tuple(problems),
+    )
+
+
+def fleet_chart(samples: Sequence[Sample], old_hash: str, since: float, until: float, origin: float) -> list[str]:
+    """The first sample taken since ``since``, then one a second, and the last by ``until`` (times from
+    ``origin``), a row left out when it says what the one before said: the running runners, each a mark (# the
+    first spec, + another), and the jobs."""
+    taken = [sample for sample in samples if since <= sample.at <= until]
+    chosen = taken[:1]
+    for moment in [since + step for step in range(1, int(until - since) + 1)] + [until]:
+        chosen += [sample for sample in taken if sample.at <= moment][-1:]
+    rows, last = [], None
+    for sample in chosen:
+        old = sum(spec == old_hash for spec in sample.runners.values())
+        marks = "#" * old + "+" * (len(sample.runners) - old)
+        jobs = f"busy {sample.busy:2d}, queued {sample.queued:2d}, done {sample.done:2d}"
+        text = f"{len(sample.runners):3d} {marks:<{MAX_RUNNERS + 2}} {jobs}"
+        if text != last:
+            rows.append(f"  {sample.at - origin:+6.1f} s {text}")
+            last = text
+    return rows
+
+
+def scale_set_tour(stack: PulumiWorkspace, simulator: SimulatorProcess) -> None:
+    """A RunnerScaleSet from 0 runners: a burst of jobs is served by at most MAX_RUNNERS runners, which its
+    listener starts and removes as the queue says, with no `pulumi up`; mid-burst its runner spec changes. The
+    first MAX_RUNNERS jobs are held until the change has been applied, so that it meets every runner busy and
+    the rest of the burst queued on any machine however slow."""
+    print(SCALE_SET_INTRO.format(name=SCALE_SET, max=MAX_RUNNERS, poll=LONG_POLL_SECONDS))
+    settings = {"scaleSet": "true", "scaleSetName": SCALE_SET, "minRunners": "0", "maxRunners": str(MAX_RUNNERS)}
+    new_stack(stack, simulator.info, 0, **settings)
+    banner("pulumi up --yes")
+    print(stack.run("up", "--yes").stdout)
+    old_hash = scale_set_outputs(stack)["spec_hash"]
+    watch = FleetWatch(simulator)
+    held: list[str] = []
+    try:
+        burst(stack, simulator, watch, old_hash, held)
+    finally:
+        watch.stop()
+        for name in held:
+            simulator.job("jobs/finish", name)  # answered 409 if it was released already
+
+    banner("pulumi destroy --yes")
+    print(stack.run("destroy", "--yes").stdout)
+    print(f"  registrations left on GitHub: {len(simulator.get('runners'))}")
+
+
+def burst(
+    stack: PulumiWorkspace, simulator: SimulatorProcess, watch: FleetWatch, old_hash: str, held: list[str]
+) -> None:
+    """Queue the burst, change the spec while the held jobs run, release them, and judge it all by the records.
+    ``held`` gets the names of the runners whose jobs are held, for the caller to release whatever happens."""
+    jobs_killed_before = len(simulator.report()["jobs_killed"])
+    total = HELD_JOBS + TIMED_JOBS
+    print(BURST_INTRO.format(total=total, name=SCALE_SET, held=HELD_JOBS, timed=TIMED_JOBS, seconds=JOB_SECONDS))
+    banner(f"actions-runners-simulator job queue --labels {SCALE_SET} --seconds {JOB_SECONDS:g} --count {TIMED_JOBS}")
+    origin = time.monotonic()
+    held_ids = {job["id"] for job in simulator.queue([SCALE_SET], None, HELD_JOBS)}
+    ids = held_ids | {job["id"] for job in simulator.queue([SCALE_SET], JOB_SECONDS, TIMED_JOBS)}
+    queued_at = time.monotonic()
+
+    def records() -> list[Json]:
+        return [job for job in simulator.get("jobs") if job["id"] in ids]
+
+    def held_running() -> list[Json]:
+        return [job for job in records() if job["id"] in held_ids and job["status"] == "in_progress"]
+
+    wait_for(lambda: len(held_running()) == HELD_JOBS, f"the {HELD_JOBS} held jobs running", watch)
+    held += sorted(job["runner_name"] for job in held_running())
+    seen = time.monotonic()
+    wait_for(lambda: watch.taken_after(seen) is not None, "a sample of the runners since", watch)
+    print("  Runner pods running (# of the first spec, + of the new) and jobs; times from the queueing:")
+    print("\n".join(fleet_chart(watch.samples, old_hash, queued_at, time.monotonic(), origin)))
+    pods = {name: simulator.read_pod(name) for name in held}
+    gone = [name for name, pod in pods.items() if pod is None]
+    if gone:
+        raise DemoFailed(f"the pods of busy runners {', '.join(gone)} are gone before the update")
+    uids = {name: pod["metadata"]["uid"] for name, pod in pods.items() if pod is not None}
+
+    key, value = SPEC_CHANGE
+    banner(f"pulumi config set {key} {value} && pulumi up --yes   # a new runner spec, mid-burst")
+    stack.run("config", "set", key, value)
+    update_started = time.monotonic()
+    print(stack.run("up", "--yes").stdout)
+    update_ended = time.monotonic()
+    outputs = scale_set_outputs(stack)
+    new_hash = outputs["spec_hash"]
+    kind = ", ".join(outputs["update_kind"])
+    specs = f"new runners get spec {new_hash[:12]}, not {old_hash[:12]}"
+    print(f"  update_kind {kind}: {specs}; busy ones are to finish on the first.")
+    problems = watch_held_pods(simulator, uids, update_ended, origin)
+    if problems:
+        raise DemoFailed("; ".join(problems))
+    released_at = time.monotonic()
+    for name in held:
+        answer = simulator.job("jobs/finish", name)
+        if answer.status_code != 200:
+            raise DemoFailed(f"the held job on {name} had ended before the demo released it: {answer.text}")
+    print(f"  {released_at - origin:+.1f} s  the demo ends the {len(held)} held jobs; the runners since:")
+
+    def settled() -> bool:
+        sample = watch.taken_after(released_at)
+        return sample is not None and sample.done == total and sample.pods == 0
+
+    wait_for(settled, f"the {total} jobs done and every runner pod gone", watch)
+    watch.stop()
+    print("\n".join(fleet_chart(watch.samples, old_hash, released_at, time.monotonic(), origin)))
+
+    report = simulator.report()
+    jobs = records()
+    outcome = judge_burst(
+        jobs,
+        [e for e in report["kube_events"] if e["namespace"] == simulator.info["namespace"]],
+        watch.spec_hashes,
+        old_hash=old_hash,
+        new_hash=new_hash,
+        update=(update_started, update_ended),
+        max_runners=MAX_RUNNERS,
+        jobs_killed=len(report["jobs_killed"]) - jobs_killed_before,
+    )
+    print("\n".join(burst_summary(outcome, len(jobs), (update_started, update_ended), origin)))
+    if outcome.problems:
+        raise DemoFailed("the scale set's burst: " + "; ".join(outcome.problems))
+    registered = [r["name"] for r in simulator.get("runners") if r["name"] in watch.spec_hashes]
+    print(f"  GitHub lists {len(registered)} of the set's runners now.")
+
+
+def wait_for(condition: Callable[[], bool], what: str, watch: FleetWatch) -> None:
+    deadline = time.monotonic() + BURST_TIMEOUT_SECONDS
+    while not condition():
+        watch.latest()  # raises if the watch failed
+        if time.monotonic() >= deadline:
+            raise DemoFailed(f"timed out after {BURST_TIMEOUT_SECONDS:.0f} s waiting for {what}")
+        time.sleep(POLL_SECONDS)
+
+
+def watch_held_pods(simulator: SimulatorProcess, uids: dict[str, str], since: float, origin: float) -> list[str]:
+    """Keep the jobs held a while after the update, reading their runners' pods (name: uid) throughout: each must
+    stay the same pod, Running, not terminating. Returns what was wrong, if anything."""
+    checks = 0
+    while True:
+        for name, uid in uids.items():
+            problem = pod_problem(simulator.read_pod(name), uid)
+            if problem is not None:
+                return [f"pod {name} was touched while its job was held: {problem}"]
+        checks += 1
+        if time.monotonic() - since >= HOLD_AFTER_UPDATE_SECONDS:
+            break
+        time.sleep(POLL_SECONDS)
+    span = f"{since - origin:+.1f} s to {time.monotonic() - origin:+.1f} s"
+    what = f"the {len(uids)} busy runners' pods, read {checks} times each"
+    print(f"  {span}  {what}: the same pods, Running, not terminating")
+    return []
+
+
+def scale_set_outputs(stack: PulumiWorkspace) -> Json:
+    """The RunnerScaleSet's outputs in the stack's state."""
+    state = json.loads(stack.run("stack", "export").stdout)
+    [resource] = [r for r in state["deployment"]["resources"] if r["type"].endswith(":RunnerScaleSet")]
+    return resource["outputs"]
+
+
+def burst_summary(outcome: BurstOutcome, total: int, update: tuple[float, float], origin: float) -> list[str]:
+    """What the records show of the burst, each figure taken from them (times from ``origin``)."""
+    start, end = (moment - origin for moment in update)
+    busy = outcome.busy_through_update
+    lines = ["  What the records show (GitHub's jobs, the kubelet stand-in's pod events; times from the queueing):"]
+    peak_at = "" if outcome.peak_at is None else f", first at {outcome.peak_at - origin:+.1f} s"
+    lines.append(f"  runners at once, at most: {outcome.peak} (max_runners {MAX_RUNNERS}){peak_at}")
+    change = f"the spec change, `pulumi up` from {start:+.1f} s to {end:+.1f} s"
+    lines.append(f"  {change}: {len(busy)} runners ran jobs from before it began until after it ended")
+    finished = sorted(b.finished_at - origin for b in busy if b.finished_at is not None)
+    if finished:
+        when = seconds(finished[0], finished[-1], "+")
+        when = f"from {when}" if " to " in when else f"at {when}"
+        lines.append(f"  {outcome.busy_finished_on_old_spec} of them finished their jobs on the first spec, {when}")
+    after = [b.deleted_at - b.finished_at for b in busy if b.deleted_at is not None and b.finished_at is not None]
+    if after and min(after) >= 0:
+        lines.append(f"  their pods deleted {seconds(min(after), max(after))} after their jobs ended, none before")
+    elif after:
+        lines.append(f"  {sum(gap < 0 for gap in after)} of their pods deleted before their jobs ended")
+    lines.append(f"  jobs run on the first spec: {outcome.old_spec_jobs}; on the new spec: {outcome.new_spec_jobs}")
+    if outcome.back_to_zero_at is not None:
+        lines.append(f"  the fleet back to 0 runners at {outcome.back_to_zero_at - origin:+.1f} s")
+    lines.append(f"  jobs served: {outcome.served} of {total}; jobs lost: {outcome.lost}")
+    return lines
+
+
+def seconds(low: float, high: float, sign: str = "") -> str:
+    """``low`` to ``high`` in seconds, to a tenth; one figure when they agree to a tenth."""
+    low_text, high_text = f"{low:{sign}.1f}", f"{high:{sign}.1f}"
+    return f"{low_text} s" if low_text == high_text else f"{low_text} s to {high_text} s"

@@ -165,7 +165,7 @@ class PackageProcesses:
 
 
 def _last_line(path: Path) -> str:
-    """"" if the log is gone (the simulator stopped, and its workdir with it)."""
+    """Empty if the log is gone (the simulator stopped, and its workdir with it)."""
     try:
         with path.open("rb") as log_file:
             lines = deque(log_file, maxlen=1)
