@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pulumi_actions_runners.github.client import RemoveOutcome
+import pytest
+import requests
+
+from actions_runners_simulator.github_double import GitHubDouble
+from pulumi_actions_runners.github.client import GitHubClient, RemoveOutcome
+from pulumi_actions_runners.github.scale_sets import ActionsServiceClient
+from pulumi_actions_runners.github.url import parse_github_url
 from pulumi_actions_runners.lifecycle.scale_set_runners import Retirement, SetRunner, clean_ended, retire_step
 from pulumi_actions_runners.listener.scaler import desired_runners, plan
 
@@ -41,6 +47,7 @@ def decide(runners: list[SetRunner], desired: int, **kw: Any) -> Any:
         online=kw.pop("online", {r.runner_id for r in runners}),
         now=NOW,
         register_timeout_seconds=60,
+        finishing=kw.pop("finishing", set()),
     )
 
 
@@ -158,3 +165,77 @@ def test_an_ended_pod_is_deleted_and_its_registration_removed_if_github_has_it()
     github, pods = FakeGitHub(registered={3}), FakePods()
     clean_ended(runner("done", 3, ended=True), github, pods)
     assert github.calls == ["remove 3"] and pods.calls == ["delete done"]
+
+
+def test_a_runner_whose_job_completed_is_neither_serving_nor_retired_while_it_leaves() -> None:
+    """Between a job's end and its pod's, a turn would otherwise retire a warm idle runner for it, and start a cold
+    one once the pod had gone (the churn an adversarial review found)."""
+    runners = [runner("done", 1), runner("warm-a", 2), runner("warm-b", 3)]
+    decided = decide(runners, 2, finishing={1})
+    assert decided.retire == {} and decided.start == 0
+
+
+def test_a_start_cut_short_is_finished_or_undone_by_the_sweep() -> None:
+    from pulumi_actions_runners.kube.client import SecretMetadata
+    from pulumi_actions_runners.kube.manifests import RUNNER_LABEL
+    from pulumi_actions_runners.lifecycle.scale_set_runners import sweep_orphans
+
+    class Named(FakeGitHub):
+        def runner_id_by_name(self, name: str) -> int | None:
+            return {"no-pod": 7}.get(name)
+
+    class Owners:
+        def __init__(self) -> None:
+            self.owned: list[tuple[str, str]] = []
+
+        def own_secret(self, namespace: str, name: str, owner: dict[str, Any]) -> None:
+            self.owned.append((name, owner["uid"]))
+
+    class Secrets(FakePods):
+        def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool:
+            self.calls.append(f"delete secret {name}")
+            return True
+
+    def secret(name: str, *, owned: bool = False, age: float = 60) -> SecretMetadata:
+        created = (NOW - timedelta(seconds=age)).isoformat()
+        return SecretMetadata(f"{name}-registration", "u", "1", {RUNNER_LABEL: name}, owned=owned, created=created)
+
+    github, pods, owners = Named(registered={7}), Secrets(), Owners()
+    config = type("C", (), {"runner": type("R", (), {"namespace": "ci"})()})()  # only its namespace is read
+    secrets = [secret("with-pod"), secret("no-pod"), secret("young", age=5), secret("owned", owned=True)]
+    handled = sweep_orphans(config, github, pods, owners, secrets, {"with-pod": "uid-1"}, NOW)  # type: ignore[arg-type]
+    assert handled == 2
+    assert owners.owned == [("with-pod-registration", "uid-1")]  # its pod owns it now
+    assert github.calls == ["remove 7"] and pods.calls == ["delete secret no-pod-registration"]
+
+
+def test_the_listener_s_entry_point_imports_no_pulumi_and_no_front_door() -> None:
+    """It runs in a small image with no Pulumi SDK, and never goes through the provider's front doors."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, pulumi_actions_runners.listener.__main__\n"
+        "front = ('pulumi_actions_runners.' + part for part in ('providers', 'resources', 'plugin', 'inputs'))\n"
+        "print([m for m in sys.modules if m == 'pulumi' or m.startswith(tuple(front))])"
+    )
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert found.strip() == "[]"
+
+
+def test_the_client_retries_a_new_token_s_refusal_and_never_repeats_a_post_whose_answer_was_lost(
+    github: GitHubDouble,
+) -> None:
+    """runner-registration may refuse a token minted a moment ago (ARC #3377, #3724): tried again. A POST whose
+    answer was lost is not sent again (it may have been done: its repeat would meet a 409 for it)."""
+    target = parse_github_url(f"{github.url}/octo/app")
+    with GitHubClient(target, "ghp_simulator") as rest, ActionsServiceClient(rest) as service:
+        github.fail_next(401, count=2, method="POST", path_regex="/actions/runner-registration")
+        made = service.create_scale_set("linux", service.runner_group_id("Default"), ())
+        assert len(github.calls("POST", "runner-registration")) == 3
+        github.lose_next_answer(method="POST", path_regex="generatejitconfig")
+        with pytest.raises(requests.ConnectionError):
+            service.generate_jit_config(made.id, "linux-lost1")
+        assert len(github.calls("POST", "generatejitconfig")) == 1
+        assert service.runner_id_by_name("linux-lost1") is not None  # made: what the sweep finds by its name
+        assert service.remove_runner(4242) is RemoveOutcome.REMOVED  # gone: the service answers 204

@@ -9,7 +9,10 @@ client.go, session_client.go, common_client.go):
   (``RemoteAuth``), the service's URL and an admin JWT; its ``exp`` is read unverified, and the chain runs again
   when it is less than a minute away, or when the service answers 401 (SS ``updateTokenIfNeeded``).
 - **Retries** (§5): transport errors, 429 and 5xx are retried four times, 1 s doubling, ``Retry-After`` obeyed
-  (SS's go-retryablehttp settings); every call is bounded by ``timeout``.
+  up to a minute (SS's go-retryablehttp settings), but never a POST: one whose answer was lost may have been done,
+  so its caller looks again instead (a runner by its name, a set by its name). runner-registration's refusal of a
+  token minted a moment ago (401/403) is tried again, 0.5 s doubling (ARC #3377, #3724). Every call is bounded by
+  ``timeout``.
 - **Refusals** are exceptions that name what GitHub said, by the ``typeName`` clients match (SS errors.go):
   `SessionConflict` (409), `ScaleSetNotFound` (404), `QueueTokenExpired` (401 on the queue), and a busy
   runner's removal is `RemoveOutcome.BUSY` (400 ``JobStillRunningException``, or 409 as SS's test has it).
@@ -23,6 +26,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -39,9 +43,24 @@ AGENTS = "_apis/distributedtask/pools/0/agents"
 GROUPS = "_apis/runtime/runnergroups"
 ADMIN_TOKEN_MARGIN_SECONDS = 60.0  # SS: a token expiring within a minute is renewed first
 LONG_POLL_TIMEOUT_SECONDS = 300.0  # SS's client timeout for the message queue's long poll
+MAX_RETRY_AFTER_SECONDS = 60.0
+# runner-registration may refuse a registration token minted a moment ago (401/403): SS tries 4 times, ARC's old
+# client 5, 0.5 s doubling to 20 s (#3377, #3724).
+REGISTRATION_ATTEMPTS, REGISTRATION_FIRST_DELAY_SECONDS, REGISTRATION_LAST_DELAY_SECONDS = 5, 0.5, 20.0
+AGENT_NOT_FOUND = "AgentNotFoundException"
 JOB_STILL_RUNNING = "JobStillRunningException"
 SESSION_CONFLICT = "RunnerScaleSetSessionConflictException"
 SET_NOT_FOUND = "RunnerScaleSetNotFoundException"
+
+
+class _BoundedRetry(Retry):
+    """SS's retries (go-retryablehttp: 4, 1 s doubling to 30 s, Retry-After obeyed), with a Retry-After of more
+    than `MAX_RETRY_AFTER_SECONDS` cut to it: urllib3 would sleep whatever the header says, unlogged and deaf to
+    SIGTERM."""
+
+    def get_retry_after(self, response: Any) -> float | None:
+        retry_after = super().get_retry_after(response)
+        return None if retry_after is None else min(retry_after, MAX_RETRY_AFTER_SECONDS)
 
 
 class ScaleSetNotFound(GitHubError):
@@ -81,7 +100,7 @@ class Session:
 class Message:
     id: int
     jobs: list[dict[str, Any]]
-    statistics: dict[str, int]
+    statistics: dict[str, int] | None  # None: the message had none
 
 
 @dataclass(frozen=True)
@@ -136,12 +155,14 @@ class ActionsServiceClient:
         self._rest = rest
         self._timeout = timeout
         self._admin: _Admin | None = None
-        retry = Retry(
+        retry = _BoundedRetry(
             total=4,
             backoff_factor=1.0,
             backoff_max=30.0,
             status_forcelist=(429, 500, 502, 503, 504),
-            allowed_methods=None,
+            # Not POST: one whose answer was lost may have been done (a runner, a session, a set made), and its
+            # repeat would meet a 409 for it; each POST's caller looks again instead.
+            allowed_methods=frozenset({"GET", "PATCH", "DELETE"}),
             respect_retry_after_header=True,
             raise_on_status=False,
         )
@@ -228,17 +249,38 @@ class ActionsServiceClient:
         return ScaleSetRunner(int(body["runner"]["id"]), body["runner"]["name"], body["encodedJITConfig"])
 
     def runner(self, runner_id: int) -> dict[str, Any] | None:
-        response = self._admin_call("GET", f"{AGENTS}/{runner_id}", allow=(404,))
-        return None if response.status_code == 404 else response.json()
+        """The agent; None only when the service says it has none of that id (``AgentNotFoundException``): a
+        404 of anything else (a moved URL, a proxy) is no proof that a runner is gone."""
+        path = f"{AGENTS}/{runner_id}"
+        response = self._admin_call("GET", path, allow=(404,))
+        if response.status_code == 404:
+            if AGENT_NOT_FOUND in _type_name(response):
+                return None
+            raise GitHubError("GET", path, 404, _message(response))
+        return response.json()
+
+    def listed_runner(self, runner_id: int) -> dict[str, Any] | None:
+        """The runner as the REST API lists it (``status`` online or offline, ``busy``: documented fields)."""
+        return self._rest.get_runner(runner_id)
+
+    def runner_id_by_name(self, name: str) -> int | None:
+        """The id of the set's runner of that name: a runner made by a call whose answer was lost."""
+        body = self._admin_call("GET", AGENTS, params={"agentName": name}).json()
+        found = [agent for agent in body.get("value") or [] if agent.get("name") == name]
+        return int(found[0]["id"]) if found else None
 
     def remove_runner(self, runner_id: int) -> RemoveOutcome:
-        """The agent delete: refused while the runner runs a job, the one race-free busy check."""
-        response = self._admin_call("DELETE", f"{AGENTS}/{runner_id}", allow=(400, 404, 409))
+        """The agent delete: refused while the runner runs a job, the one race-free busy check. The service
+        answers 204 for an agent gone too (the reference's §2); a 404 is one that says so, else an error."""
+        path = f"{AGENTS}/{runner_id}"
+        response = self._admin_call("DELETE", path, allow=(400, 404, 409))
         if response.status_code in (400, 409) and JOB_STILL_RUNNING in _type_name(response):
             return RemoveOutcome.BUSY
-        if response.status_code in (400, 409):
-            raise GitHubError("DELETE", f"{AGENTS}/{runner_id}", response.status_code, _message(response))
-        return RemoveOutcome.NOT_FOUND if response.status_code == 404 else RemoveOutcome.REMOVED
+        if response.status_code == 404 and AGENT_NOT_FOUND in _type_name(response):
+            return RemoveOutcome.NOT_FOUND
+        if response.status_code in (400, 404, 409):
+            raise GitHubError("DELETE", path, response.status_code, _message(response))
+        return RemoveOutcome.REMOVED
 
     # -- the session and its message queue ----------------------------------------------------------------
 
@@ -275,12 +317,21 @@ class ActionsServiceClient:
         if response.status_code == 202 or not response.content:
             return None
         body = response.json()
-        jobs = json.loads(body.get("body") or "[]") if body.get("messageType") == "RunnerScaleSetJobMessages" else []
-        return Message(int(body["messageId"]), jobs, dict(body.get("statistics") or {}))
+        jobs: list[dict[str, Any]] = []
+        if body.get("messageType") == "RunnerScaleSetJobMessages":
+            try:
+                decoded = json.loads(body.get("body") or "[]")
+            except ValueError:
+                log.warning("message %s: its body is not JSON; acknowledged and skipped", body.get("messageId"))
+                decoded = []
+            jobs = [job for job in decoded if isinstance(job, dict)] if isinstance(decoded, list) else []
+        return Message(int(body["messageId"]), jobs, body.get("statistics"))
 
     def delete_message(self, session: Session, message_id: int) -> None:
+        """Acknowledged: ``{queue path}/{id}``, the queue URL's query kept (SS session_client.go)."""
+        url = urlsplit(session.queue_url)
         response = self._session.delete(
-            f"{session.queue_url}/{message_id}",
+            urlunsplit(url._replace(path=f"{url.path.rstrip('/')}/{message_id}")),
             headers={"Authorization": f"Bearer {session.queue_token}"},
             timeout=self._timeout,
         )
@@ -314,12 +365,19 @@ class ActionsServiceClient:
         if renew or self._admin is None or self._admin.expires < time.time() + ADMIN_TOKEN_MARGIN_SECONDS:
             grant = self._rest.create_registration_token()
             url = f"{self._rest.target.api_url}/actions/runner-registration"
-            response = self._session.post(
-                url,
-                headers={"Authorization": f"RemoteAuth {grant.token}"},
-                json={"url": self._rest.target.url, "runner_event": "register"},
-                timeout=self._timeout,
-            )
+            delay = REGISTRATION_FIRST_DELAY_SECONDS
+            for attempt in range(1, REGISTRATION_ATTEMPTS + 1):
+                response = self._session.post(
+                    url,
+                    headers={"Authorization": f"RemoteAuth {grant.token}"},
+                    json={"url": self._rest.target.url, "runner_event": "register"},
+                    timeout=self._timeout,
+                )
+                if response.status_code not in (401, 403) or attempt == REGISTRATION_ATTEMPTS:
+                    break
+                log.info("runner-registration refused the new token (%d); again in %.1f s", response.status_code, delay)
+                time.sleep(delay)
+                delay = min(REGISTRATION_LAST_DELAY_SECONDS, delay * 2)
             if not response.ok:
                 raise GitHubError("POST", "/actions/runner-registration", response.status_code, _message(response))
             body = response.json()

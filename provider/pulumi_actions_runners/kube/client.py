@@ -80,11 +80,20 @@ class SecretMetadata:
     uid: str
     resource_version: str
     labels: dict[str, str] = field(default_factory=dict)
+    owned: bool = False  # it has an ownerReference (a scale set runner's Secret, once its pod owns it)
+    created: str = ""  # creationTimestamp, RFC 3339
 
     @classmethod
     def of(cls, item: dict[str, Any]) -> SecretMetadata:
         meta = item["metadata"]
-        return cls(meta["name"], meta["uid"], meta["resourceVersion"], dict(meta.get("labels") or {}))
+        return cls(
+            meta["name"],
+            meta["uid"],
+            meta["resourceVersion"],
+            dict(meta.get("labels") or {}),
+            owned=bool(meta.get("ownerReferences")),
+            created=meta.get("creationTimestamp") or "",
+        )
 
 
 def load_api_client(kubeconfig: str | None, *, retries: bool = True) -> client.ApiClient:

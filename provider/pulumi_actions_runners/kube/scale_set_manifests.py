@@ -24,6 +24,9 @@ RUNNER_ID_ANNOTATION = "actions-runners.pulumi.io/runner-id"
 # the grace period has passed (a listener restarted meanwhile reads when it began).
 REMOVED_AT_ANNOTATION = "actions-runners.pulumi.io/removed-at"
 CONFIG_KEY = "config.json"
+# The id of a set the listener made again (GitHub had deleted it): a key of its own, so that writing it never
+# undoes what an update wrote into CONFIG_KEY meanwhile. It wins over the id in CONFIG_KEY.
+SCALE_SET_ID_KEY = "scale-set-id"
 CREDENTIAL_HASH_ANNOTATION = "actions-runners.pulumi.io/credential-hash"
 LISTENER_COMMAND = "actions-runners-listener"  # the package's entry point (pyproject.toml [project.scripts])
 # The listener's environment: what it is, not what it does (that is the ConfigMap's).
@@ -64,6 +67,16 @@ class ScaleSetConfig:
         runner = data.pop("runner")
         runner["labels"] = tuple(runner["labels"])
         return cls(**{**data, "labels": tuple(data["labels"]), "runner": RunnerSpec(**runner)})
+
+
+def config_of(data: dict[str, str] | None) -> ScaleSetConfig | None:
+    """The ConfigMap's config, with the id the listener last wrote; None if it holds none."""
+    data = data or {}
+    if not data.get(CONFIG_KEY):
+        return None
+    config = ScaleSetConfig.of_json(data[CONFIG_KEY])
+    moved = data.get(SCALE_SET_ID_KEY, "")
+    return dataclasses.replace(config, scale_set_id=int(moved)) if moved.isdigit() else config
 
 
 def listener_name(scale_set_name: str) -> str:
@@ -158,8 +171,10 @@ def credential_secret(spec: ListenerSpec) -> dict[str, Any]:
 
 def listener_rbac(spec: ListenerSpec) -> list[dict[str, Any]]:
     """The listener's ServiceAccount and what it may do, in its namespace only: its runners' pods and Secrets
-    (made, listed, annotated, deleted), and its own ConfigMap (read, and the scale set's new id written when
-    GitHub deleted the set). It reads no Secret, its own credential included: the kubelet gives it that."""
+    (made, listed by their metadata to finish or undo a start cut short, patched, deleted), and its own ConfigMap
+    (read, and the id of a set it made again written). It reads no Secret's data, its own credential included:
+    the kubelet gives it that. (A Role cannot grant a listing without the data; one that may make pods may read
+    every Secret of the namespace through a pod anyway.)"""
     name, namespace = listener_name(spec.scale_set_name), spec.namespace
     labels = _labels(spec.scale_set_name, "listener", spec.owner)
     metadata = {"name": name, "namespace": namespace, "labels": labels}

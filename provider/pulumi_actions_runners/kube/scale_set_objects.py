@@ -71,12 +71,13 @@ class ScaleSetObjects:
             if error.status != 404:
                 raise
 
-    def config(self, namespace: str, name: str, key: str) -> str | None:
+    def config_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The ConfigMap's data; None if there is no such ConfigMap."""
         config_map = self.read("ConfigMap", namespace, name)
-        return None if config_map is None else (config_map.data or {}).get(key)
+        return None if config_map is None else dict(config_map.data or {})
 
     def set_config(self, namespace: str, name: str, key: str, value: str) -> None:
-        """One key of the ConfigMap, merged (the listener writes the scale set's id after it re-created it)."""
+        """One key of the ConfigMap, merged (the listener writes the id of a scale set it made again)."""
         self._core.patch_namespaced_config_map(
             name,
             namespace,

@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from ..clock import Clock
 from ..github.scale_sets import ActionsServiceClient, ScaleSet
 from ..kube.client import KubeClient
-from ..kube.manifests import OWNER_LABEL, RunnerSpec
+from ..kube.manifests import OWNER_LABEL, TERMINATION_GRACE_SECONDS, RunnerSpec
 from ..kube.pod_state import pod_phase
 from ..kube.scale_set_manifests import (
-    CONFIG_KEY,
     ListenerSpec,
     ScaleSetConfig,
     config_map,
+    config_of,
     credential_secret,
     credential_secret_name,
     listener_deployment,
@@ -44,12 +45,14 @@ from ..kube.scale_set_manifests import (
     runner_selector,
 )
 from ..kube.scale_set_objects import ScaleSetObjects
-from .scale_set_runners import Retirement, SetRunner, clean_ended, retire_step
+from .scale_set_runners import Retirement, SetRunner, clean_ended, retire_step, sweep_orphans
 
 log = logging.getLogger(__name__)
 
 LISTENER_STOP_SECONDS = 60.0  # its termination grace (30 s) and a margin
 POLL_SECONDS = 0.5
+BUSY_LOOK_SECONDS = 5.0  # a busy runner's removal is asked for again this often while the delete waits
+POD_GONE_MARGIN_SECONDS = 60.0
 
 
 class ScaleSetNameTaken(Exception):
@@ -108,8 +111,7 @@ def _recorded_config(objects: ScaleSetObjects, listener: ListenerSpec) -> ScaleS
     found = objects.read("ConfigMap", listener.namespace, listener_name(listener.scale_set_name))
     if found is None or (found.metadata.labels or {}).get(OWNER_LABEL) != listener.owner:
         return None
-    text = (found.data or {}).get(CONFIG_KEY)
-    return ScaleSetConfig.of_json(text) if text else None
+    return config_of(found.data)
 
 
 def create_scale_set(
@@ -127,7 +129,7 @@ def create_scale_set(
     made = False
     if existing is not None:
         recorded = _recorded_config(objects, listener)
-        if recorded is None or recorded.scale_set_id != existing.id:
+        if recorded is None or recorded.scale_set_id not in (existing.id, 0):
             raise ScaleSetNameTaken(
                 f"a runner scale set named {bounds.scale_set_name!r} (id {existing.id}) exists in "
                 f"{github.config_url} and is not this resource's (no listener of this resource in namespace "
@@ -137,6 +139,9 @@ def create_scale_set(
         scale_set = github.update_scale_set(existing.id, bounds.labels, bounds.scale_set_name)
         log.info("scale set %s (id %d): this resource's, adopted", bounds.scale_set_name, existing.id)
     else:
+        # The intent first: should the answer be lost, or this process die, the next create finds this resource's
+        # ConfigMap naming no set yet, and adopts the set of the name it made.
+        objects.apply(config_map(listener, _config(bounds, timeouts, ScaleSet(0, bounds.scale_set_name, group_id, ()))))
         scale_set = github.create_scale_set(bounds.scale_set_name, group_id, bounds.labels)
         made = True
         log.info("scale set %s registered with GitHub (id %d)", bounds.scale_set_name, scale_set.id)
@@ -206,12 +211,14 @@ def delete_scale_set(
 ) -> None:
     """Nothing left of the set on GitHub or in the namespace; ScaleSetNotDrained (everything kept but the
     listener) while busy runners outlast the wait."""
-    recorded = _recorded_config(objects, listener)
-    current = recorded.scale_set_id if recorded is not None else scale_set_id
     namespace, name = listener.namespace, listener.scale_set_name
     objects.delete("Deployment", namespace, listener_name(name))
     _wait_listener_gone(kube, namespace, name, clock)
+    recorded = _recorded_config(objects, listener)  # read now: the listener may have made the set again till it went
+    current = recorded.scale_set_id if recorded is not None and recorded.scale_set_id else scale_set_id
     _drain(namespace, name, timeouts, github, kube, clock)
+    if recorded is not None:
+        _sweep(recorded, github, kube)
     github.delete_scale_set(current)
     log.info("scale set %s (id %d) deleted on GitHub", name, current)
     _delete_listener_objects(listener, objects)
@@ -231,32 +238,54 @@ def _wait_listener_gone(kube: KubeClient, namespace: str, name: str, clock: Cloc
 def _drain(
     namespace: str, name: str, timeouts: ScaleSetTimeouts, github: ActionsServiceClient, kube: KubeClient, clock: Clock
 ) -> None:
-    """Every runner retired; busy ones waited for, for ``unregister_timeout_seconds`` at most."""
-    deadline = clock.monotonic() + timeouts.unregister_timeout_seconds + timeouts.grace_period_seconds
-    said: set[str] = set()
+    """Every runner retired: busy ones waited for ``unregister_timeout_seconds`` at most, looked at again every
+    `BUSY_LOOK_SECONDS`; pods still terminating (a node gone, a finalizer) for their termination grace and a
+    margin. Then ScaleSetNotDrained names what is left."""
+    started = clock.monotonic()
+    busy_deadline = started + timeouts.unregister_timeout_seconds + timeouts.grace_period_seconds
+    deadline = busy_deadline + TERMINATION_GRACE_SECONDS + POD_GONE_MARGIN_SECONDS
+    next_look: dict[str, float] = {}
     while True:
         runners = [SetRunner.of_pod(pod) for pod in kube.list_pods(namespace, runner_selector(name))]
         if not runners:
             return
+        now = clock.monotonic()
         busy = []
         for runner in runners:
-            if runner.ended and not runner.terminating:
+            if runner.terminating:
+                continue
+            if runner.ended:
                 clean_ended(runner, github, kube)
-            elif not runner.terminating:
-                step = retire_step(runner, github, kube, clock, timeouts.grace_period_seconds)
-                if step is Retirement.BUSY:
-                    busy.append(runner.name)
-                    if runner.name not in said:
-                        said.add(runner.name)
-                        log.info("runner %s runs a job: waiting for it to finish", runner.name)
-        if busy and clock.monotonic() > deadline:
+            elif next_look.get(runner.name, 0.0) > now:
+                busy.append(runner.name)
+            elif retire_step(runner, github, kube, clock, timeouts.grace_period_seconds) is Retirement.BUSY:
+                if runner.name not in next_look:
+                    log.info("runner %s runs a job: waiting for it to finish", runner.name)
+                busy.append(runner.name)
+                next_look[runner.name] = now + BUSY_LOOK_SECONDS
+        if (busy and now > busy_deadline) or now > deadline:
+            terminating = sorted(r.name for r in runners if r.terminating)
             raise ScaleSetNotDrained(
-                f"{len(busy)} runners of scale set {name} still ran jobs after "
-                f"{timeouts.unregister_timeout_seconds:.0f} s ({', '.join(sorted(busy))}): their pods were left "
-                "running, and so was the scale set on GitHub; its listener is stopped, so it takes no new job. "
-                "Run destroy again once they are done"
+                f"scale set {name} was not drained after {now - started:.0f} s: "
+                + "; ".join(
+                    part
+                    for part in (
+                        busy and f"{len(busy)} runners still ran jobs ({', '.join(sorted(busy))})",
+                        terminating and f"{len(terminating)} pods still terminating ({', '.join(terminating)})",
+                    )
+                    if part
+                )
+                + ". Their pods were left as they are, and so was the scale set on GitHub; its listener is stopped, "
+                "so it takes no new job. Run destroy again once they are done"
             )
         clock.sleep(POLL_SECONDS)
+
+
+def _sweep(config: ScaleSetConfig, github: ActionsServiceClient, kube: KubeClient) -> None:
+    """What starts cut short left (their Secrets and registrations), now that no pod and no listener is left."""
+    namespace, selector = config.runner.namespace, runner_selector(config.scale_set_name)
+    secrets = kube.list_secret_metadata(namespace, selector)
+    sweep_orphans(config, github, kube, ScaleSetObjects(kube), secrets, {}, datetime.now(UTC), min_age_seconds=0)
 
 
 def _delete_listener_objects(listener: ListenerSpec, objects: ScaleSetObjects) -> None:

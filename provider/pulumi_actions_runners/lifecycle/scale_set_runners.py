@@ -1,10 +1,11 @@
 """A scale set's runners: each started with a just-in-time config of its own, and each retired the seed's way.
 The listener runs these between updates; a RunnerScaleSet's delete runs them to drain the set.
 
-START     GitHub makes the runner (``generatejitconfig``, a fresh name: 409 means taken, so another is drawn),
-          its config goes into a Secret, the pod is made, and the Secret is made the pod's (ownerReference):
-          the garbage collector deletes it with the pod, whoever deletes the pod. A pod that cannot be made
-          takes its registration and Secret back with it.
+START     an empty Secret under a fresh name (the trace of the start), GitHub makes the runner
+          (``generatejitconfig``; 409: the name is another's, so another is drawn), its config goes into the
+          Secret, the pod is made, and the Secret is made the pod's (ownerReference): the garbage collector
+          deletes it with the pod, whoever deletes the pod. A pod that cannot be made takes its registration and
+          Secret back with it; a start cut short by the process's death is finished or undone by the next sweep.
 RETIRE    one step at a time (`retire_step`), so that a loop serving a whole scale set never waits on one runner:
   REMOVE    the registration is removed (the agent delete): refused while the runner runs a job
             (``JobStillRunning``: BUSY, the runner stays in service), else the time is written on the pod;
@@ -28,7 +29,8 @@ from typing import Any, Protocol
 from ..clock import Clock
 from ..github.client import RemoveOutcome
 from ..github.scale_sets import ScaleSetRunner
-from ..kube.manifests import SPEC_HASH_ANNOTATION
+from ..kube.client import SecretMetadata
+from ..kube.manifests import JIT_CONFIG_KEY, RUNNER_LABEL, SPEC_HASH_ANNOTATION
 from ..kube.pod_state import pod_finished, pod_stuck, runner_running
 from ..kube.scale_set_manifests import (
     REMOVED_AT_ANNOTATION,
@@ -42,6 +44,8 @@ from ..kube.scale_set_manifests import (
 log = logging.getLogger(__name__)
 
 NAME_ATTEMPTS = 3  # a random 5-letter suffix taken three times in a row is no coincidence
+ORPHAN_SECONDS = 30.0  # a start takes a second or two: a Secret with no pod this old is a start cut short
+_POD_OWNER = {"apiVersion": "v1", "kind": "Pod"}
 _SUFFIX = string.ascii_lowercase + string.digits
 
 
@@ -50,6 +54,7 @@ class RunnerApi(Protocol):
 
     def generate_jit_config(self, scale_set_id: int, name: str) -> ScaleSetRunner | None: ...
     def runner(self, runner_id: int) -> dict[str, Any] | None: ...
+    def runner_id_by_name(self, name: str) -> int | None: ...
     def remove_runner(self, runner_id: int) -> RemoveOutcome: ...
 
 
@@ -61,6 +66,7 @@ class PodApi(Protocol):
     ) -> None: ...
     def delete_secret(self, namespace: str, name: str, uid: str | None = None) -> bool: ...
     def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None: ...
+    def set_secret_value(self, namespace: str, name: str, key: str, value: str) -> None: ...
 
 
 class SecretOwnership(Protocol):
@@ -113,27 +119,69 @@ def new_runner_name(scale_set_name: str) -> str:
 
 
 def start_runner(config: ScaleSetConfig, github: RunnerApi, pods: PodApi, owners: SecretOwnership) -> SetRunner:
-    """One runner of the set, its pod made; raises what stopped it, having taken back what it made."""
+    """One runner of the set, its pod made. Each step leaves a trace that `sweep_orphans` can follow should the
+    process die before the next: the Secret first, empty, under the runner's name (before GitHub knows that name),
+    then the runner made and its config written there, then the pod, then the pod made the Secret's owner. A pod
+    that cannot be made takes its registration and Secret back with it (it never ran: it cannot be busy)."""
+    namespace = config.runner.namespace
     for _ in range(NAME_ATTEMPTS):
         name = new_runner_name(config.scale_set_name)
+        secret = runner_secret(config, name, "")
+        if not pods.create_secret(secret):
+            continue  # the name is taken in the namespace
         made = github.generate_jit_config(config.scale_set_id, name)
         if made is not None:
             break
+        pods.delete_secret(namespace, secret["metadata"]["name"])  # taken on GitHub: another's, left alone
     else:
-        raise RuntimeError(f"GitHub said {NAME_ATTEMPTS} fresh runner names in a row were taken")
-    namespace = config.runner.namespace
-    secret = runner_secret(config, name, made.encoded_jit_config)
+        raise RuntimeError(f"{NAME_ATTEMPTS} fresh runner names in a row were taken")
+    secret_name = secret["metadata"]["name"]
+    pods.set_secret_value(namespace, secret_name, JIT_CONFIG_KEY, made.encoded_jit_config)
     try:
-        if not pods.create_secret(secret):
-            raise RuntimeError(f"Secret {namespace}/{secret['metadata']['name']} exists already: left alone")
         pod = pods.create_pod(runner_pod(config, name, made.id))
-        owners.own_secret(namespace, secret["metadata"]["name"], owned_by(pod))
     except Exception:
-        github.remove_runner(made.id)  # never online, so never busy: it goes
-        pods.delete_pod(namespace, name, 0)
-        pods.delete_secret(namespace, secret["metadata"]["name"])
+        github.remove_runner(made.id)
+        pods.delete_secret(namespace, secret_name)
         raise
+    owners.own_secret(namespace, secret_name, owned_by(pod))
     return SetRunner(name, namespace, made.id, config.runner.spec_hash, None, None, False, False)
+
+
+def sweep_orphans(
+    config: ScaleSetConfig,
+    github: RunnerApi,
+    pods: PodApi,
+    owners: SecretOwnership,
+    secrets: list[SecretMetadata],
+    pod_uids: dict[str, str],
+    now: datetime,
+    *,
+    min_age_seconds: float = ORPHAN_SECONDS,
+) -> int:
+    """What a start cut short left (see start_runner): a Secret its pod does not own yet is made the pod's; one
+    with no pod, older than ``min_age_seconds``, has its runner removed (found by the name it holds) and goes. How
+    many were taken care of. ``pod_uids``: the set's runner pods, by name."""
+    handled = 0
+    for secret in secrets:
+        name = secret.labels.get(RUNNER_LABEL, "")
+        if secret.owned or not name:
+            continue
+        if name in pod_uids:
+            owners.own_secret(config.runner.namespace, secret.name, {**_POD_OWNER, "name": name, "uid": pod_uids[name]})
+            handled += 1
+            continue
+        created = datetime.fromisoformat(secret.created.replace("Z", "+00:00")) if secret.created else now
+        if (now - created).total_seconds() < min_age_seconds:
+            continue
+        runner_id = github.runner_id_by_name(name)
+        if runner_id is not None and github.remove_runner(runner_id) is RemoveOutcome.BUSY:
+            continue  # it runs a job with no pod of ours: not ours to judge; GitHub abandons it
+        pods.delete_secret(config.runner.namespace, secret.name, secret.uid)
+        log.info(
+            "runner %s: a start cut short left its Secret%s; both gone", name, " and registration" * bool(runner_id)
+        )
+        handled += 1
+    return handled
 
 
 def retire_step(runner: SetRunner, github: RunnerApi, pods: PodApi, clock: Clock, grace_seconds: float) -> Retirement:

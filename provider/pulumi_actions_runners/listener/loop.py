@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,9 +38,16 @@ from ..github.scale_sets import (
     SessionGone,
 )
 from ..kube.client import KubeClient, describe
-from ..kube.scale_set_manifests import CONFIG_KEY, ScaleSetConfig, runner_selector
+from ..kube.scale_set_manifests import CONFIG_KEY, SCALE_SET_ID_KEY, ScaleSetConfig, config_of, runner_selector
 from ..kube.scale_set_objects import ScaleSetObjects
-from ..lifecycle.scale_set_runners import Retirement, SetRunner, clean_ended, retire_step, start_runner
+from ..lifecycle.scale_set_runners import (
+    Retirement,
+    SetRunner,
+    clean_ended,
+    retire_step,
+    start_runner,
+    sweep_orphans,
+)
 from .scaler import desired_runners, plan
 from .session import ScaleSetHold
 
@@ -48,6 +56,8 @@ log = logging.getLogger(__name__)
 RESYNC_SECONDS = 2.0  # the runners' loop looks at its pods at least this often
 STARTS_AT_ONCE = 8  # runners started concurrently (four calls each)
 FIRST_BACKOFF_SECONDS, LAST_BACKOFF_SECONDS = 1.0, 30.0
+FAILING_SECONDS = 600.0  # GitHub failing every call this long: the listener exits 1
+SWEEP_EVERY_TURNS = 15  # starts cut short are looked for at the first turn, then every 30 s or so
 
 
 @dataclass
@@ -57,7 +67,8 @@ class QueueState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     statistics: dict[str, int] = field(default_factory=dict)
     busy: set[int] = field(default_factory=set)
-    online: set[int] = field(default_factory=set)  # runners known to have come online (they took a job)
+    online: set[int] = field(default_factory=set)  # runners known to have come online
+    finished: dict[int, float] = field(default_factory=dict)  # runner id -> when its one job completed (monotonic)
     messages: int = 0
     acquired: int = 0
 
@@ -98,6 +109,7 @@ class Listener:
         self._failure: Exception | None = None  # what stopped the message loop, for run() to raise
         self._starts_paused_until = 0.0  # monotonic: after runners failed to start, a back-off
         self._start_backoff = 0.0
+        self._turns = 0
 
     # -- the whole ------------------------------------------------------------------------------------------
 
@@ -127,39 +139,47 @@ class Listener:
             raise self._failure
 
     def _read_config(self) -> ScaleSetConfig:
-        text = self._objects.config(self._settings.namespace, self._settings.config_map, CONFIG_KEY)
-        if text is None:
+        config = config_of(self._objects.config_data(self._settings.namespace, self._settings.config_map))
+        if config is None:
             raise RuntimeError(
                 f"ConfigMap {self._settings.namespace}/{self._settings.config_map} has no {CONFIG_KEY}: the "
                 "RunnerScaleSet's update writes it"
             )
-        config = ScaleSetConfig.of_json(text)
         if self._hold.scale_set_id and self._hold.scale_set_id != config.scale_set_id:
-            config = _with_id(config, self._hold.scale_set_id)  # made again, and written back since
+            config = dataclasses.replace(config, scale_set_id=self._hold.scale_set_id)  # made again, not read yet
         self._config = config
         return config
 
     def _set_moved(self, scale_set_id: int) -> None:
-        """The set was made again: its new id, for the runners' JIT configs and the provider's refresh."""
+        """The set was made again: its new id, for the runners' JIT configs and the provider's refresh (under a
+        key of its own: an update may have written the config meanwhile)."""
         if self._config is not None:
-            self._config = _with_id(self._config, scale_set_id)
-            self._objects.set_config(
-                self._settings.namespace, self._settings.config_map, CONFIG_KEY, self._config.to_json()
-            )
+            self._config = dataclasses.replace(self._config, scale_set_id=scale_set_id)
+        self._objects.set_config(
+            self._settings.namespace, self._settings.config_map, SCALE_SET_ID_KEY, str(scale_set_id)
+        )
         with self.queue.lock:
             self.queue.busy.clear()
+            self.queue.finished.clear()
 
     # -- the message queue ----------------------------------------------------------------------------------
 
     def _queue_loop(self) -> None:
-        """Until stopped: a GitHub failure is retried after a back-off; anything else ends the listener."""
-        last_message_id, backoff = 0, FIRST_BACKOFF_SECONDS
+        """Until stopped: a GitHub failure is retried after a back-off, for `FAILING_SECONDS` in a row at most
+        (a revoked credential never heals: the process exits, and its pod's restarts show it); anything else
+        ends the listener at once."""
+        last_message_id, backoff, failing_since = 0, FIRST_BACKOFF_SECONDS, None
         while not self.stop.is_set():
             try:
                 last_message_id = self._poll(last_message_id)
-                backoff = FIRST_BACKOFF_SECONDS
+                backoff, failing_since = FIRST_BACKOFF_SECONDS, None
             except (GitHubError, requests.RequestException) as error:
                 if self.stop.is_set():
+                    return
+                failing_since = failing_since or self._clock.monotonic()
+                if self._clock.monotonic() - failing_since > FAILING_SECONDS:
+                    self._failure = RuntimeError(f"GitHub failed every call for {FAILING_SECONDS:.0f} s: {error}")
+                    self.stop.set()
                     return
                 log.warning("the message queue failed (%s); trying again in %.0f s", error, backoff)
                 self.stop.wait(backoff)
@@ -179,9 +199,12 @@ class Listener:
         try:
             message = self._github.get_message(session, last_message_id, config.max_runners)
         except QueueTokenExpired:
-            self._hold.refresh(config)
+            if not self.stop.is_set():
+                self._hold.refresh(config)
             return last_message_id
         except (SessionGone, ScaleSetNotFound):
+            if self.stop.is_set():
+                return last_message_id  # its session was deleted on the way out
             log.warning("scale set %s: its session is gone; opening another", config.scale_set_name)
             self._hold.session = None
             self._hold.open(config)
@@ -195,7 +218,8 @@ class Listener:
         available = []
         with self.queue.lock:
             self.queue.messages += 1
-            self.queue.statistics = dict(message.statistics)
+            if message.statistics is not None:
+                self.queue.statistics = dict(message.statistics)
             for job in message.jobs:
                 kind, runner_id = job.get("messageType"), int(job.get("runnerId") or 0)
                 if kind == "JobAvailable":
@@ -205,6 +229,7 @@ class Listener:
                     self.queue.online.add(runner_id)
                 elif kind == "JobCompleted" and runner_id:
                     self.queue.busy.discard(runner_id)
+                    self.queue.finished[runner_id] = time.monotonic()  # its pod ends soon: not serving, not retired
         self._github.delete_message(session, message.id)
         if available:
             acquired = self._github.acquire_jobs(session, self._hold.scale_set_id, available)
@@ -226,12 +251,24 @@ class Listener:
 
     def _turn(self, starts: ThreadPoolExecutor) -> None:
         config = self._read_config()
-        pods = self._kube.list_pods(config.runner.namespace, runner_selector(config.scale_set_name))
+        namespace, selector = config.runner.namespace, runner_selector(config.scale_set_name)
+        pods = self._kube.list_pods(namespace, selector)
         runners = [SetRunner.of_pod(pod) for pod in pods]
         now = datetime.now(UTC)
+        if self._turns % SWEEP_EVERY_TURNS == 0:
+            uids = {pod.metadata.name: pod.metadata.uid for pod in pods}
+            secrets = self._kube.list_secret_metadata(namespace, selector)
+            sweep_orphans(config, self._github, self._kube, self._objects, secrets, uids, now)
+        self._turns += 1
         self._look_online(runners, now, config)
         with self.queue.lock:
+            ids = {r.runner_id for r in runners}
+            self.queue.finished = {i: at for i, at in self.queue.finished.items() if i in ids}
             busy, online = set(self.queue.busy), set(self.queue.online)
+            # A runner whose job completed is leaving by itself; one still up long after is judged as any other.
+            finishing = {
+                i for i, at in self.queue.finished.items() if time.monotonic() - at < config.register_timeout_seconds
+            }
         desired = desired_runners(config.min_runners, config.max_runners, self.queue.assigned())
         decided = plan(
             runners,
@@ -240,6 +277,7 @@ class Listener:
             spec_hash=config.runner.spec_hash,
             busy=busy,
             online=online,
+            finishing=finishing,
             now=now,
             register_timeout_seconds=config.register_timeout_seconds,
         )
@@ -275,6 +313,8 @@ class Listener:
                 self._start_backoff = 0.0
 
     def _start(self, config: ScaleSetConfig) -> bool:
+        if self.stop.is_set():
+            return True  # stopping: no new runner (a start cut short would leave work for the next listener)
         try:
             runner = start_runner(config, self._github, self._kube, self._objects)
         except Exception as error:
@@ -284,7 +324,8 @@ class Listener:
         return True
 
     def _look_online(self, runners: list[SetRunner], now: datetime, config: ScaleSetConfig) -> None:
-        """Runners past their registration time not known online: asked of GitHub, once each until they are."""
+        """Runners past their registration time not known online: looked up in GitHub's REST listing (whose
+        ``status`` is documented), once each until they are."""
         with self.queue.lock:
             known = self.queue.online | self.queue.busy
         for runner in runners:
@@ -295,11 +336,7 @@ class Listener:
                 continue
             if runner.ended or runner.terminating:
                 continue
-            found = self._github.runner(runner.runner_id)
+            found = self._github.listed_runner(runner.runner_id)
             if found is not None and found.get("status") == "online":
                 with self.queue.lock:
                     self.queue.online.add(runner.runner_id)
-
-
-def _with_id(config: ScaleSetConfig, scale_set_id: int) -> ScaleSetConfig:
-    return dataclasses.replace(config, scale_set_id=scale_set_id)

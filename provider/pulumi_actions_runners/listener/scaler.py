@@ -41,14 +41,17 @@ def plan(
     online: set[int],
     now: datetime,
     register_timeout_seconds: float,
+    finishing: frozenset[int] | set[int] = frozenset(),
 ) -> Plan:
     """``busy``: runner ids the queue said run a job (or whose removal GitHub refused); ``online``: those known to
-    have come online. Surplus runners are chosen among the idle: those not yet running first, then the newest. No
-    more runners start than leave ``max_runners`` pods up."""
+    have come online; ``finishing``: those whose one job just completed, leaving by themselves (neither serving
+    nor to retire: a turn between the job's end and its pod's would replace a warm idle runner for it). Surplus
+    runners are chosen among the idle: those not yet running first, then the newest. No more runners start than
+    leave ``max_runners`` pods up."""
     clean = [r.name for r in runners if r.ended and not r.terminating]
     retire: dict[str, str] = {}
     for runner in runners:
-        if runner.ended or runner.terminating:
+        if runner.ended or runner.terminating or runner.runner_id in finishing:
             continue
         if runner.removed_at is not None:
             retire[runner.name] = "its retirement goes on"
@@ -58,7 +61,9 @@ def plan(
             retire[runner.name] = "its spec is an earlier one"
         elif _late(runner, now, register_timeout_seconds) and runner.runner_id not in online:
             retire[runner.name] = runner.stuck or f"not online {register_timeout_seconds:.0f} s after its start"
-    serving = [r for r in runners if not (r.ended or r.terminating) and r.name not in retire]
+    serving = [
+        r for r in runners if not (r.ended or r.terminating) and r.name not in retire and r.runner_id not in finishing
+    ]
     surplus = len(serving) - desired
     if surplus > 0:
         idle = [r for r in serving if r.runner_id not in busy]

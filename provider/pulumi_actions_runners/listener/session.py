@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 CONFLICT_WAIT_SECONDS = 300.0  # ARC's old listener: 10 tries, 30 s apart
 FIRST_RETRY_SECONDS, LAST_RETRY_SECONDS = 1.0, 30.0
+MAKE_AGAIN_ATTEMPTS = 3  # a set made again and gone again at once this often is not GitHub's cleanup
 
 
 class SessionNotOpened(Exception):
@@ -60,13 +61,19 @@ class ScaleSetHold:
         with self._lock:
             self.scale_set_id = self.scale_set_id or config.scale_set_id
             started = self._clock.monotonic()
-            delay, attempt = FIRST_RETRY_SECONDS, 1
+            delay, attempt, made_again = FIRST_RETRY_SECONDS, 1, 0
             while True:
+                if self._stop.is_set():
+                    raise SessionNotOpened("stopped before the session was opened")
                 try:
                     self.session = self._github.create_session(self.scale_set_id, self._owner)
-                    log.info("scale set %s (id %d): session opened", config.scale_set_name, self.scale_set_id)
-                    return self.session
                 except ScaleSetNotFound:
+                    made_again += 1
+                    if made_again > MAKE_AGAIN_ATTEMPTS:
+                        raise SessionNotOpened(
+                            f"scale set {config.scale_set_name} was gone again each of the {MAKE_AGAIN_ATTEMPTS} "
+                            "times it was made again"
+                        ) from None
                     self._make_again(config)
                     continue
                 except SessionConflict as conflict:
@@ -85,6 +92,12 @@ class ScaleSetHold:
                         waited,
                         CONFLICT_WAIT_SECONDS,
                     )
+                else:
+                    if self._stop.is_set():  # stopped meanwhile: it would outlive this listener
+                        self.close()
+                        raise SessionNotOpened("stopped while the session was being opened")
+                    log.info("scale set %s (id %d): session opened", config.scale_set_name, self.scale_set_id)
+                    return self.session
                 if self._stop.wait(delay):
                     raise SessionNotOpened("stopped while waiting for the session")
                 delay, attempt = min(LAST_RETRY_SECONDS, delay * 2), attempt + 1
