@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -221,15 +220,17 @@ class Listener:
             if message.statistics is not None:
                 self.queue.statistics = dict(message.statistics)
             for job in message.jobs:
-                kind, runner_id = job.get("messageType"), int(job.get("runnerId") or 0)
-                if kind == "JobAvailable":
-                    available.append(int(job["runnerRequestId"]))
+                kind, runner_id = job.get("messageType"), _whole(job.get("runnerId"))
+                if kind == "JobAvailable" and _whole(job.get("runnerRequestId")):
+                    available.append(_whole(job.get("runnerRequestId")))
                 elif kind == "JobStarted" and runner_id:
                     self.queue.busy.add(runner_id)
                     self.queue.online.add(runner_id)
                 elif kind == "JobCompleted" and runner_id:
                     self.queue.busy.discard(runner_id)
-                    self.queue.finished[runner_id] = time.monotonic()  # its pod ends soon: not serving, not retired
+                    self.queue.finished[runner_id] = (
+                        self._clock.monotonic()
+                    )  # its pod ends soon: not serving, not retired
         self._github.delete_message(session, message.id)
         if available:
             acquired = self._github.acquire_jobs(session, self._hold.scale_set_id, available)
@@ -267,7 +268,9 @@ class Listener:
             busy, online = set(self.queue.busy), set(self.queue.online)
             # A runner whose job completed is leaving by itself; one still up long after is judged as any other.
             finishing = {
-                i for i, at in self.queue.finished.items() if time.monotonic() - at < config.register_timeout_seconds
+                i
+                for i, at in self.queue.finished.items()
+                if self._clock.monotonic() - at < config.register_timeout_seconds
             }
         desired = desired_runners(config.min_runners, config.max_runners, self.queue.assigned())
         decided = plan(
@@ -340,3 +343,11 @@ class Listener:
             if found is not None and found.get("status") == "online":
                 with self.queue.lock:
                     self.queue.online.add(runner.runner_id)
+
+
+def _whole(value: object) -> int:
+    """A job message's id as a number; 0 for one missing or malformed (the message is skipped, not fatal)."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
