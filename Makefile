@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
-.PHONY: setup demo test suite lint docs bench soak clean plugin sdk wheel
+.PHONY: setup demo test suite lint docs bench soak clean plugin sdk wheel listener-image
 
 setup: $(VENV)/.installed
 
@@ -59,6 +59,12 @@ wheel: setup
 # sdk/: the schema and the SDKs `pulumi package gen-sdk` makes of it; tests/test_plugin_sdks.py checks they are current.
 sdk: setup
 	tools=$$($(TOOLS)) && env $$tools sh -c 'PATH=$$PULUMI_LANGUAGES_DIR:$$PULUMI_CLI_DIR:$$PATH tools/plugin/gen-sdk.sh'
+
+# The RunnerScaleSet listener's OCI image, from Debian's packages and the pinned wheels (no base image): an OCI image
+# layout whose tag is the version, "PATH DIGEST SIZE" on the last line. Needs mmdebstrap and umoci (apt-get install
+# mmdebstrap umoci). OUT=DIR builds into DIR; else into a cache, where a later build of the same inputs finds it.
+listener-image: setup
+	tools/listener-image/build.sh $(OUT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache site
