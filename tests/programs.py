@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actions_runners_simulator.simulator import Simulator
-from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool
+from pulumi_actions_runners import RegistrationToken, Runner, RunnerPool, RunnerScaleSet
 from tests.helpers import expiry_of
 
 
@@ -114,6 +114,29 @@ def credentials_from_environment(sim: Simulator) -> Callable[[], None]:
             registration_token=token,
             kubeconfig=str(sim.kubeconfig),
             grace_period_seconds=0,
+        )
+
+    return program
+
+
+def scale_set(sim: Simulator, **args: Any) -> Callable[[], None]:
+    """One RunnerScaleSet named ``scale-set`` (its set ``linux-set`` unless told), reaching the simulator."""
+
+    def program() -> None:
+        RunnerScaleSet(
+            "scale-set",
+            github_url=sim.repo_url,
+            namespace="actions-runners",
+            github_token=sim.credential,
+            kubeconfig=str(sim.kubeconfig),
+            **{
+                "scale_set_name": "linux-set",
+                "max_runners": 4,
+                "grace_period_seconds": 0.5,
+                "register_timeout_seconds": 30,
+                "unregister_timeout_seconds": 60,
+                **args,
+            },
         )
 
     return program

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,12 @@ from actions_runners_simulator.engine import CheckFailed, DeploymentFailed, Mini
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from actions_runners_simulator.workspace import PulumiWorkspace
-from pulumi_actions_runners import RunnerScaleSet
 from pulumi_actions_runners.kube.scale_set_manifests import SCALE_SET_LABEL as LABEL
 from pulumi_actions_runners.kube.scale_set_manifests import listener_selector, runner_selector
 from pulumi_actions_runners.report import build_report, render
 from tests.conftest import ROOT, quick_simulator, wait_until
 from tests.helpers import NAMESPACE
+from tests.programs import scale_set
 
 SET = "linux-set"
 
@@ -33,27 +33,6 @@ def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
         simulator.github.service.long_poll_seconds = 1.0
         simulator.github.service.session_silence_seconds = 3.0
         yield simulator
-
-
-def scale_set(sim: Simulator, **args: Any) -> Callable[[], None]:
-    def program() -> None:
-        RunnerScaleSet(
-            "scale-set",
-            github_url=sim.repo_url,
-            namespace=NAMESPACE,
-            github_token=sim.credential,
-            kubeconfig=str(sim.kubeconfig),
-            **{
-                "scale_set_name": SET,
-                "max_runners": 4,
-                "grace_period_seconds": 0.5,
-                "register_timeout_seconds": 30,
-                "unregister_timeout_seconds": 60,
-                **args,
-            },
-        )
-
-    return program
 
 
 def pods(sim: Simulator, selector: str) -> list[Any]:

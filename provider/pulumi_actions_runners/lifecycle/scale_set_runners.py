@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..clock import Clock
-from ..github.client import RemoveOutcome
+from ..github.client import GitHubError, RemoveOutcome
 from ..github.scale_sets import ScaleSetRunner
 from ..kube.client import SecretMetadata
 from ..kube.manifests import JIT_CONFIG_KEY, RUNNER_LABEL, SPEC_HASH_ANNOTATION
@@ -129,7 +129,12 @@ def start_runner(config: ScaleSetConfig, github: RunnerApi, pods: PodApi, owners
         secret = runner_secret(config, name, "")
         if not pods.create_secret(secret):
             continue  # the name is taken in the namespace
-        made = github.generate_jit_config(config.scale_set_id, name)
+        try:
+            made = github.generate_jit_config(config.scale_set_id, name)
+        except GitHubError as refused:
+            if 400 <= refused.status < 500:  # refused: nothing was made (a lost answer or a 5xx is left to the sweep)
+                pods.delete_secret(namespace, secret["metadata"]["name"])
+            raise
         if made is not None:
             break
         pods.delete_secret(namespace, secret["metadata"]["name"])  # taken on GitHub: another's, left alone
