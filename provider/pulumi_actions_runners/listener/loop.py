@@ -68,8 +68,6 @@ class QueueState:
     busy: set[int] = field(default_factory=set)
     online: set[int] = field(default_factory=set)  # runners known to have come online
     finished: dict[int, float] = field(default_factory=dict)  # runner id -> when its one job completed (monotonic)
-    messages: int = 0
-    acquired: int = 0
 
     def assigned(self) -> int:
         with self.lock:
@@ -216,7 +214,6 @@ class Listener:
     def _handle(self, message: Message, session: Session) -> None:
         available = []
         with self.queue.lock:
-            self.queue.messages += 1
             if message.statistics is not None:
                 self.queue.statistics = dict(message.statistics)
             for job in message.jobs:
@@ -234,8 +231,6 @@ class Listener:
         self._github.delete_message(session, message.id)
         if available:
             acquired = self._github.acquire_jobs(session, self._hold.scale_set_id, available)
-            with self.queue.lock:
-                self.queue.acquired += len(acquired)
             log.info("acquired %d of %d jobs offered", len(acquired), len(available))
 
     # -- the runners ----------------------------------------------------------------------------------------

@@ -26,10 +26,6 @@ class Plan:
     retire: dict[str, str] = field(default_factory=dict)  # runner name -> why
     clean: list[str] = field(default_factory=list)  # ended pods
 
-    @property
-    def idle(self) -> bool:
-        return not (self.start or self.retire or self.clean)
-
 
 def plan(
     runners: list[SetRunner],
