@@ -239,3 +239,13 @@ def test_a_runner_pod_the_api_server_refuses_fails_the_create_and_registers_noth
         engine.up(scale_set(sim, pod_template=refused))
     assert not sim.github.service.scale_sets()
     assert not pods(sim, listener_selector(SET))
+
+
+def test_a_listener_that_cannot_run_fails_the_create_with_why_and_leaves_nothing(sim: Simulator) -> None:
+    """As the default image would before the project publishes it: the create says so, and takes back the set."""
+    unpullable = "registry.invalid/listener:0.2.0"
+    why = r"does not run: its container is (ErrImagePull|ImagePullBackOff)"
+    with MiniEngine(ROOT) as engine, pytest.raises(DeploymentFailed, match=why):
+        engine.up(scale_set(sim, listener_image=unpullable))
+    assert not sim.github.service.scale_sets()
+    assert not leftovers(sim), leftovers(sim)

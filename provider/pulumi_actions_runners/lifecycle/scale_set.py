@@ -7,11 +7,12 @@ CREATE   A runner's pod of the spec is judged by the API server in a dry run. Th
          GitHub, unless one of its name exists: that one is adopted only if it is provably this resource's (the
          namespace holds this resource's listener ConfigMap naming that very set: an earlier create that failed
          after registering it); else the create fails, touching nothing. Then the listener's Secret, ConfigMap,
-         ServiceAccount, Role, RoleBinding and Deployment. A failure after the set was registered takes the set
-         and the objects back, so nothing is left that the state does not list.
+         ServiceAccount, Role, RoleBinding and Deployment, and a bounded wait until the listener runs. A failure
+         after the set was registered takes the set and the objects back, so nothing is left that the state does
+         not list.
 UPDATE   The runner pod judged as at create; the set's labels and group brought to the inputs (made again if
          GitHub deleted it), the ConfigMap rewritten, the listener's objects applied (its Deployment rolls only if
-         its pod template changed).
+         its pod template changed), and the listener waited for as at create.
 DELETE   The listener stops first (its Deployment deleted; on SIGTERM it deletes its session), so nothing makes
          runners meanwhile; then each runner is retired the seed's way (lifecycle/scale_set_runners.py), busy
          ones waited for up to ``unregister_timeout_seconds``, then an error that keeps the resource; then the set
@@ -29,7 +30,7 @@ from ..clock import Clock
 from ..github.scale_sets import ActionsServiceClient, ScaleSet
 from ..kube.client import KubeClient
 from ..kube.manifests import OWNER_LABEL, TERMINATION_GRACE_SECONDS, RunnerSpec
-from ..kube.pod_state import pod_phase
+from ..kube.pod_state import STUCK_REASONS, pod_phase
 from ..kube.scale_set_manifests import (
     ListenerSpec,
     ScaleSetConfig,
@@ -57,6 +58,10 @@ POD_GONE_MARGIN_SECONDS = 60.0
 
 class ScaleSetNameTaken(Exception):
     """A scale set of the name exists on GitHub that this resource did not make."""
+
+
+class ListenerNotRunning(Exception):
+    """The listener's pod does not run (its image cannot be pulled, it crash-loops, it is never scheduled)."""
 
 
 class ScaleSetNotDrained(Exception):
@@ -121,8 +126,10 @@ def create_scale_set(
     github: ActionsServiceClient,
     objects: ScaleSetObjects,
     kube: KubeClient,
+    clock: Clock,
 ) -> int:
-    """The set's id, once it is registered and its listener deployed."""
+    """The set's id, once it is registered and its listener runs (`ListenerNotRunning` otherwise, the set and
+    the listener's objects taken back)."""
     group_id = github.runner_group_id(bounds.runner_group)
     judge_runner_pod(bounds, timeouts, kube)
     existing = github.scale_set_by_name(bounds.scale_set_name, group_id)
@@ -147,10 +154,14 @@ def create_scale_set(
         log.info("scale set %s registered with GitHub (id %d)", bounds.scale_set_name, scale_set.id)
     try:
         apply_listener(listener, _config(bounds, timeouts, scale_set), objects)
+        wait_listener_running(listener, timeouts, kube, clock)
     except Exception:
         if made:
+            objects.delete("Deployment", listener.namespace, listener_name(listener.scale_set_name))
+            _wait_listener_gone(kube, listener.namespace, listener.scale_set_name, clock)
             _delete_listener_objects(listener, objects)
             github.delete_scale_set(scale_set.id)
+            log.info("scale set %s: its create failed; the set and its listener were taken back", scale_set.name)
         raise
     return scale_set.id
 
@@ -163,6 +174,7 @@ def update_scale_set(
     github: ActionsServiceClient,
     objects: ScaleSetObjects,
     kube: KubeClient,
+    clock: Clock,
 ) -> int:
     """The set's id (another if GitHub had deleted it, or the listener made it again)."""
     judge_runner_pod(bounds, timeouts, kube)
@@ -179,7 +191,34 @@ def update_scale_set(
     if scale_set.labels != wanted or scale_set.runner_group_id != group_id:
         scale_set = github.update_scale_set(scale_set.id, bounds.labels, bounds.scale_set_name, group_id)
     apply_listener(listener, _config(bounds, timeouts, scale_set), objects)
+    wait_listener_running(listener, timeouts, kube, clock)
     return scale_set.id
+
+
+def wait_listener_running(listener: ListenerSpec, timeouts: ScaleSetTimeouts, kube: KubeClient, clock: Clock) -> None:
+    """Until the listener's pod runs its container, for ``register_timeout_seconds`` at most; at once
+    `ListenerNotRunning` when the container is stuck (an image that cannot be pulled, a crash loop), saying why."""
+    deadline = clock.monotonic() + timeouts.register_timeout_seconds
+    selector, namespace = listener_selector(listener.scale_set_name), listener.namespace
+    while True:
+        pods = [p for p in kube.list_pods(namespace, selector) if p.metadata.deletion_timestamp is None]
+        statuses = [s for p in pods for s in (p.status.container_statuses or []) if p.status is not None]
+        if any(s.state is not None and s.state.running is not None for s in statuses):
+            return
+        stuck = [s for s in statuses if s.state is not None and s.state.waiting is not None]
+        stuck = [s for s in stuck if s.state.waiting.reason in STUCK_REASONS]
+        if stuck or clock.monotonic() > deadline:
+            why = (
+                f"its container is {stuck[0].state.waiting.reason} ({stuck[0].state.waiting.message or ''}) with "
+                f"image {stuck[0].image}"
+                if stuck
+                else f"it was not running {timeouts.register_timeout_seconds:.0f} s after its Deployment was applied"
+            )
+            raise ListenerNotRunning(
+                f"the listener of scale set {listener.scale_set_name} does not run: {why}. Set listener_image to an "
+                "image the cluster can pull (make listener-image builds one)"
+            )
+        clock.sleep(POLL_SECONDS)
 
 
 def judge_runner_pod(bounds: ScaleSetBounds, timeouts: ScaleSetTimeouts, kube: KubeClient) -> None:

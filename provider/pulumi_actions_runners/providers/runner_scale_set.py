@@ -81,7 +81,9 @@ class RunnerScaleSetProvider(ResourceProvider):
         props = {**props, CLUSTER: cluster_of(props.get("kubeconfig"))}
         inputs = ScaleSetInputs.of(props)
         with _clients(inputs) as (github, objects, kube):
-            scale_set_id = create_scale_set(inputs.bounds, inputs.listener, inputs.timeouts, github, objects, kube)
+            scale_set_id = create_scale_set(
+                inputs.bounds, inputs.listener, inputs.timeouts, github, objects, kube, SystemClock()
+            )
         return CreateResult(
             f"{props['namespace']}/{props['scale_set_name']}", _outputs(props, scale_set_id, update_kind=[])
         )
@@ -103,7 +105,14 @@ class RunnerScaleSetProvider(ResourceProvider):
         inputs = ScaleSetInputs.of(props)
         with _clients(inputs) as (github, objects, kube):
             scale_set_id = update_scale_set(
-                inputs.bounds, inputs.listener, inputs.timeouts, int(olds["scale_set_id"]), github, objects, kube
+                inputs.bounds,
+                inputs.listener,
+                inputs.timeouts,
+                int(olds["scale_set_id"]),
+                github,
+                objects,
+                kube,
+                SystemClock(),
             )
         return UpdateResult(_outputs(props, scale_set_id, update_kind=update_kind(olds, news)))
 
