@@ -28,7 +28,6 @@ Only ratios within one run mean much; the last line is for scripts.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import threading
 import time
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client
+from refill import percentile  # bench/ is the script's folder, so its sibling imports
 
 from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.runner_service import POOL_PATH
@@ -204,14 +204,6 @@ def run_fleet(fleet: Fleet, times: list[float], job_seconds: float, scale: float
                 )
             engine.destroy()
             return result
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest rank."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered), math.ceil(fraction * len(ordered))) - 1]
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
@@ -33,7 +34,19 @@ from .kubelet import ContainerRuntime, PodProcess
 _log = logging.getLogger(__name__)
 
 PROGRAMS = (LISTENER_COMMAND,)
-TOKEN_SECONDS = 3600  # a kubelet's projected token lives an hour by default (and is renewed at 80 %)
+# A kubelet's projected service account token lives an hour unless the pod asks otherwise, and is renewed at 80 %
+# of that (Kubernetes' "Configure Service Accounts for Pods", serviceAccountToken.expirationSeconds: 3600 by
+# default); a listener of the test bed never lives that long.
+TOKEN_SECONDS = 3600
+
+
+@dataclass
+class _Run:
+    """One start of one of the package's programs."""
+
+    process: PodProcess
+    popen: subprocess.Popen[bytes] | None = None  # None while its token is asked for
+    early: signal.Signals | None = None  # a signal that came meanwhile: sent as soon as it runs
 
 
 class PackageProcesses:
@@ -46,9 +59,7 @@ class PackageProcesses:
         self._logs = workdir / "logs"
         self._logs.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._running: dict[int, subprocess.Popen[bytes] | None] = {}  # id(process) -> its process (None: starting)
-        self._pods: dict[tuple[str, str], subprocess.Popen[bytes] | None] = {}  # the latest process of a pod
-        self._early: dict[int, signal.Signals] = {}  # a signal sent while its process was starting
+        self._running: dict[int, _Run] = {}  # by id(process)
         self.started: list[str] = []  # pod names, in start order
 
     def log_of(self, namespace: str, pod: str) -> str:
@@ -59,18 +70,19 @@ class PackageProcesses:
         """The pod's program killed from inside its node (an OOM kill, a crash), not by the kubelet: its container
         exits and restarts as its pod's restartPolicy says. False if none of the pod's runs."""
         with self._lock:
-            found = [popen for (ns, name), popen in self._pods.items() if (ns, name) == (namespace, pod)]
-        if not found or found[0] is None or found[0].poll() is not None:
+            runs = [r for r in self._running.values() if (r.process.namespace, r.process.name) == (namespace, pod)]
+        popen = runs[0].popen if runs else None
+        if popen is None or popen.poll() is not None:
             return False
-        found[0].send_signal(signum)
+        popen.send_signal(signum)
         return True
 
     def stop(self) -> None:
         """Every process still running is killed (the node goes)."""
         with self._lock:
-            running = list(self._running.values())
+            running = [r.popen for r in self._running.values() if r.popen is not None]
         for popen in running:
-            if popen is not None and popen.poll() is None:
+            if popen.poll() is None:
                 popen.kill()
 
     # --- the runtime -------------------------------------------------------------------------------------
@@ -80,7 +92,7 @@ class PackageProcesses:
             self._then.start(process)
             return
         with self._lock:
-            self._running[id(process)] = None
+            self._running[id(process)] = _Run(process)
         threading.Thread(target=self._run, args=(process,), name=f"process-{process.name}", daemon=True).start()
 
     def terminate(self, process: PodProcess) -> None:
@@ -96,13 +108,14 @@ class PackageProcesses:
         if not process.command or process.command[0] not in PROGRAMS:
             return False
         with self._lock:
-            popen = self._running.get(id(process))
-            if popen is None:
-                if id(process) in self._running:
-                    self._early[id(process)] = signum  # sent as soon as it runs
-                return True  # or it ended already
-        if popen.poll() is None:
-            popen.send_signal(signum)
+            run = self._running.get(id(process))
+            if run is None:
+                return True  # it ended already
+            if run.popen is None:
+                run.early = signum  # sent as soon as it runs
+                return True
+        if run.popen.poll() is None:
+            run.popen.send_signal(signum)
         return True
 
     def _run(self, process: PodProcess) -> None:
@@ -111,7 +124,6 @@ class PackageProcesses:
         except Exception as error:  # the pod went meanwhile, or its ServiceAccount is missing
             with self._lock:
                 self._running.pop(id(process), None)
-                self._early.pop(id(process), None)
             process.exited(1, f"no service account token: {error}")
             return
         program = Path(sys.executable).parent / process.command[0]
@@ -132,10 +144,10 @@ class PackageProcesses:
                 start_new_session=True,
             )
             with self._lock:
-                self._running[id(process)] = popen
-                self._pods[(process.namespace, process.name)] = popen
+                run = self._running[id(process)]
+                run.popen = popen
                 self.started.append(process.name)
-                early = self._early.pop(id(process), None)
+                early = run.early
             if early is not None:
                 popen.send_signal(early)
             code = popen.wait()

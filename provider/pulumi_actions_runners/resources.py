@@ -11,6 +11,7 @@ from pulumi import Input, Output, ResourceOptions
 from pulumi.dynamic import Resource
 
 from .inputs import names
+from .inputs.validation import MAX_SCALE_SET_NAME
 from .providers.registration_token import RegistrationTokenProvider
 from .providers.runner import RunnerProvider
 from .providers.runner_pool import RunnerPoolProvider
@@ -322,7 +323,9 @@ class RunnerScaleSet(Resource, module=RESOURCE_MODULE, name="RunnerScaleSet"):
         props = {
             "github_url": github_url,
             "namespace": namespace,
-            "scale_set_name": default_runner_name(resource_name, 45) if scale_set_name is None else scale_set_name,
+            "scale_set_name": default_runner_name(resource_name, MAX_SCALE_SET_NAME)
+            if scale_set_name is None
+            else scale_set_name,
             "owner": ownership_id("RunnerScaleSet", resource_name),
             "min_runners": min_runners,
             "max_runners": max_runners,

@@ -85,6 +85,7 @@ class ScaleSet:
     name: str
     runner_group_id: int
     labels: tuple[str, ...]
+    statistics: dict[str, int] = field(default_factory=dict, compare=False)  # GitHub's counts, as it answered
 
 
 @dataclass(frozen=True)
@@ -206,10 +207,6 @@ class ActionsServiceClient:
     def scale_set(self, scale_set_id: int) -> ScaleSet | None:
         response = self._admin_call("GET", f"{SCALE_SETS}/{scale_set_id}", allow=(404,))
         return None if response.status_code == 404 else _scale_set(response.json())
-
-    def statistics(self, scale_set_id: int) -> dict[str, int] | None:
-        response = self._admin_call("GET", f"{SCALE_SETS}/{scale_set_id}", allow=(404,))
-        return None if response.status_code == 404 else dict(response.json().get("statistics") or {})
 
     def create_scale_set(self, name: str, runner_group_id: int, labels: tuple[str, ...]) -> ScaleSet:
         """The set, its ``runs-on`` name a label of its own (as ARC makes it), the others after it."""
@@ -415,6 +412,7 @@ def _scale_set(body: dict[str, Any]) -> ScaleSet:
         name=body["name"],
         runner_group_id=int(body.get("runnerGroupId") or DEFAULT_RUNNER_GROUP_ID),
         labels=tuple(label["name"] for label in body.get("labels") or []),
+        statistics=dict(body.get("statistics") or {}),
     )
 
 

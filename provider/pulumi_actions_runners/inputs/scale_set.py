@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..github.auth import APP_INPUTS
-from ..github.credentials import GITHUB_TOKEN_INPUT
-from ..kube.manifests import JIT_TOKEN_HASH
-from ..kube.scale_set_manifests import APP_CREDENTIAL_KEYS, TOKEN_CREDENTIAL_KEYS, ListenerSpec
+from ..github.auth import APP_ENV, APP_INPUTS
+from ..github.credentials import GITHUB_TOKEN_ENV, GITHUB_TOKEN_INPUT
+from ..github.url import GitHubTarget
+from ..kube.manifests import JIT_TOKEN_HASH, RunnerSpec
+from ..kube.scale_set_manifests import ListenerSpec
 from ..lifecycle.scale_set import ScaleSetBounds, ScaleSetTimeouts
 from ..unknowns import is_unknown
 from . import validation
@@ -75,11 +76,7 @@ class ScaleSetInputs:
                 labels=tuple(props.get("labels") or ()),
                 min_runners=int(props["min_runners"]),
                 max_runners=int(props["max_runners"]),
-                runner=runner_spec(
-                    {**props, "jit_config": True, "ephemeral": True, "token_hash": JIT_TOKEN_HASH},
-                    "",
-                    target=endpoint.target,
-                ),
+                runner=scale_set_runner_spec(props, endpoint.target),
             ),
             timeouts=ScaleSetTimeouts(
                 grace_period_seconds=float(props["grace_period_seconds"]),
@@ -97,18 +94,25 @@ class ScaleSetInputs:
         )
 
 
+def scale_set_runner_spec(props: Mapping[str, Any], target: GitHubTarget | None = None) -> RunnerSpec:
+    """Every runner's spec but its name: a just-in-time runner's (ephemeral, no token)."""
+    return runner_spec(
+        {**props, "jit_config": True, "ephemeral": True, "token_hash": JIT_TOKEN_HASH}, "", target=target
+    )
+
+
 def _listener_credential(props: Mapping[str, Any]) -> dict[str, str]:
     """What the listener calls GitHub with, as its environment names it: the resource's token or App (else the
     environment of `pulumi`'s, as the provider itself uses)."""
     if props.get(GITHUB_TOKEN_INPUT):
-        return {TOKEN_CREDENTIAL_KEYS[GITHUB_TOKEN_INPUT]: str(props[GITHUB_TOKEN_INPUT]).strip()}
-    app = {APP_CREDENTIAL_KEYS[k]: _text(props[k]) for k in APP_INPUTS if props.get(k) is not None}
+        return {GITHUB_TOKEN_ENV: str(props[GITHUB_TOKEN_INPUT]).strip()}
+    app = {APP_ENV[k]: _text(props[k]) for k in APP_INPUTS if props.get(k) is not None}
     if app:
         return app
-    environment = {env: os.environ[env] for env in APP_CREDENTIAL_KEYS.values() if os.environ.get(env)}
+    environment = {env: os.environ[env] for env in APP_ENV.values() if os.environ.get(env)}
     if environment:
         return environment
-    return {"GITHUB_TOKEN": os.environ.get("GITHUB_TOKEN", "").strip()}
+    return {GITHUB_TOKEN_ENV: os.environ.get(GITHUB_TOKEN_ENV, "").strip()}
 
 
 def _text(value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import REQUEST_TIMEOUT, KubeClient
+from .client import MERGE_PATCH, REQUEST_TIMEOUT, KubeClient
 from .library import api_exception, kubernetes
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the manifest as it is
@@ -82,7 +82,7 @@ class ScaleSetObjects:
             name,
             namespace,
             {"data": {key: value}},
-            _content_type="application/merge-patch+json",
+            _content_type=MERGE_PATCH,
             _request_timeout=REQUEST_TIMEOUT,
         )
 
@@ -90,5 +90,5 @@ class ScaleSetObjects:
         """The Secret is the pod's from now on: the garbage collector deletes it with the pod."""
         body = {"metadata": {"ownerReferences": [owner]}}
         self._core.patch_namespaced_secret(
-            name, namespace, body, _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT
+            name, namespace, body, _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
         )

@@ -119,6 +119,12 @@ def _recorded_config(objects: ScaleSetObjects, listener: ListenerSpec) -> ScaleS
     return config_of(found.data)
 
 
+def _current_id(recorded: ScaleSetConfig | None, scale_set_id: int) -> int:
+    """The set's id as the listener last wrote it (it makes the set again when GitHub deletes it), else the
+    state's; 0 in the ConfigMap is a create's intent, no id."""
+    return recorded.scale_set_id if recorded is not None and recorded.scale_set_id else scale_set_id
+
+
 def create_scale_set(
     bounds: ScaleSetBounds,
     listener: ListenerSpec,
@@ -178,8 +184,7 @@ def update_scale_set(
 ) -> int:
     """The set's id (another if GitHub had deleted it, or the listener made it again)."""
     judge_runner_pod(bounds, timeouts, kube)
-    recorded = _recorded_config(objects, listener)
-    current = recorded.scale_set_id if recorded is not None else scale_set_id
+    current = _current_id(_recorded_config(objects, listener), scale_set_id)
     group_id = github.runner_group_id(bounds.runner_group)
     scale_set = github.scale_set(current)
     if scale_set is None:
@@ -254,7 +259,7 @@ def delete_scale_set(
     objects.delete("Deployment", namespace, listener_name(name))
     _wait_listener_gone(kube, namespace, name, clock)
     recorded = _recorded_config(objects, listener)  # read now: the listener may have made the set again till it went
-    current = recorded.scale_set_id if recorded is not None and recorded.scale_set_id else scale_set_id
+    current = _current_id(recorded, scale_set_id)
     _drain(namespace, name, timeouts, github, kube, clock)
     if recorded is not None:
         _sweep(recorded, github, kube)
@@ -339,9 +344,8 @@ def observe_scale_set(
     listener: ListenerSpec, scale_set_id: int, github: ActionsServiceClient, objects: ScaleSetObjects, kube: KubeClient
 ) -> Observed:
     """The set's statistics and runners as they are now (its id as the listener last wrote it)."""
-    recorded = _recorded_config(objects, listener)
-    current = recorded.scale_set_id if recorded is not None else scale_set_id
-    statistics = github.statistics(current)
+    current = _current_id(_recorded_config(objects, listener), scale_set_id)
+    found = github.scale_set(current)
     namespace, name = listener.namespace, listener.scale_set_name
     runners = []
     for pod in kube.list_pods(namespace, runner_selector(name)):
@@ -360,8 +364,8 @@ def observe_scale_set(
         for pod in kube.list_pods(namespace, listener_selector(name))
     )
     return Observed(
-        scale_set_id=current if statistics is not None else None,
-        statistics=statistics or {},
+        scale_set_id=current if found is not None else None,
+        statistics=found.statistics if found is not None else {},
         runners=sorted(runners, key=lambda r: r["name"]),
         listener_running=listening,
     )

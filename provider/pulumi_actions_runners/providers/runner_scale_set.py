@@ -39,6 +39,7 @@ from ..inputs.scale_set import (
     SETTINGS,
     ScaleSetInputs,
     check_scale_set_inputs,
+    scale_set_runner_spec,
 )
 from ..kube.client import KubeClient
 from ..kube.scale_set_manifests import listener_name, listener_selector
@@ -85,7 +86,7 @@ class RunnerScaleSetProvider(ResourceProvider):
                 inputs.bounds, inputs.listener, inputs.timeouts, github, objects, kube, SystemClock()
             )
         return CreateResult(
-            f"{props['namespace']}/{props['scale_set_name']}", _outputs(props, scale_set_id, update_kind=[])
+            f"{props['namespace']}/{props['scale_set_name']}", _outputs(props, inputs, scale_set_id, update_kind=[])
         )
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
@@ -114,7 +115,7 @@ class RunnerScaleSetProvider(ResourceProvider):
                 kube,
                 SystemClock(),
             )
-        return UpdateResult(_outputs(props, scale_set_id, update_kind=update_kind(olds, news)))
+        return UpdateResult(_outputs(props, inputs, scale_set_id, update_kind=update_kind(olds, news)))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         inputs = ScaleSetInputs.of(props)
@@ -168,13 +169,15 @@ def _spec_hash(inputs: dict[str, Any]) -> Any:
     """What its runners are made of, for the report to compare with the runners a refresh saw."""
     if any(holds_unknown(inputs.get(k)) for k in (*RUNNER_SPEC, "github_url", "namespace", "scale_set_name")):
         return Unknown()
-    return ScaleSetInputs.of({**inputs, "min_runners": 0, "max_runners": 1}).bounds.runner.spec_hash
+    return scale_set_runner_spec(inputs).spec_hash
 
 
-def _outputs(props: dict[str, Any], scale_set_id: int, *, update_kind: list[str]) -> dict[str, Any]:
+def _outputs(
+    props: dict[str, Any], inputs: ScaleSetInputs, scale_set_id: int, *, update_kind: list[str]
+) -> dict[str, Any]:
     return {
         **{k: props.get(k) for k in KEPT},
-        "spec_hash": ScaleSetInputs.of(props).bounds.runner.spec_hash,
+        "spec_hash": inputs.bounds.runner.spec_hash,
         "scale_set_id": scale_set_id,
         "listener": listener_name(props["scale_set_name"]),
         "update_kind": update_kind,

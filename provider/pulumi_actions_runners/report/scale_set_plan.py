@@ -9,7 +9,7 @@ from typing import Any
 
 from ..providers.runner_scale_set import update_kind
 from ..wording import counted
-from .phrase import Phrase, Value
+from .phrase import Phrase, Value, joined
 
 
 def scale_set_change(change: Any, op: str, old: dict, new: dict, why: Any) -> Any:
@@ -20,7 +20,6 @@ def scale_set_change(change: Any, op: str, old: dict, new: dict, why: Any) -> An
     change.runners_before = len(runners)
     if op == "create":
         change.what = Phrase("create a scale set of ", bounds, " runners, following the queue")
-        change.writes.jit_configs = 0
         return change
     if op == "delete":
         change.what = Phrase("delete the scale set: its listener stopped, then its runners (", seen, ") taken down")
@@ -67,7 +66,7 @@ def scale_set_change(change: Any, op: str, old: dict, new: dict, why: Any) -> An
         parts.append("roll its listener (a new pod; its runners are not touched)")
         change.reasons.append("its listener's image or credential changed")
     change.action = "update" if kinds != ["runners"] else "rotate"
-    change.what = Phrase(*_joined(parts)) if parts else "update settings; no runner is touched"
+    change.what = joined("; ", parts) if parts else "update settings; no runner is touched"
     return change
 
 
@@ -75,10 +74,3 @@ def _number(value: Any, default: int | None = None) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return default if value is None else value
-
-
-def _joined(parts: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for index, part in enumerate(parts):
-        out += [part] if index == 0 else ["; ", part]
-    return out
