@@ -45,7 +45,10 @@ def test_a_seeded_smoke_run_of_the_soak_holds_every_invariant() -> None:
     assert figures["rounds"] == 3 and figures["seed"] == 19, last
     assert (figures["violations"], figures["jobs_killed"], figures["leaked"]) == (0, 0, 0), output
     assert figures["operations"] > 50 and figures["faults"] > 0, last
-    assert "(updated scale-set)" in run.stdout and "(replaced scale-set)" in run.stdout, output
+    # The rename replaces the set, unless an image-pull fault struck the new listener's pod: its create then fails
+    # saying so (ListenerNotRunning) and takes everything back, and the settling runs make it.
+    renamed = "(replaced scale-set)" in run.stdout or "ListenerNotRunning: the listener of scale set" in run.stdout
+    assert "(updated scale-set)" in run.stdout and renamed, output
     queued = re.search(r"soak: scale set: (\d+) jobs queued for it", run.stdout)
     assert queued is not None and int(queued.group(1)) > 0, output
     assert "Traceback" not in run.stderr, run.stderr
