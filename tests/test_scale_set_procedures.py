@@ -15,7 +15,7 @@ from pulumi_actions_runners.github.client import GitHubClient, RemoveOutcome
 from pulumi_actions_runners.github.scale_sets import ActionsServiceClient
 from pulumi_actions_runners.github.url import parse_github_url
 from pulumi_actions_runners.lifecycle.scale_set_runners import Retirement, SetRunner, clean_ended, retire_step
-from pulumi_actions_runners.listener.scaler import desired_runners, plan
+from pulumi_actions_runners.listener.scaler import ROTATION, Why, desired_runners, plan
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
@@ -67,7 +67,7 @@ def test_surplus_runners_are_chosen_among_idle_ones_never_a_busy_one() -> None:
 def test_idle_runners_of_an_earlier_spec_are_replaced_and_busy_ones_kept() -> None:
     runners = [runner("a", 1, spec="s0"), runner("b", 2, spec="s0"), runner("c", 3)]
     decided = decide(runners, 3, busy={1})
-    assert decided.retire == {"b": "its spec is an earlier one"} and decided.start == 1
+    assert decided.retire == {"b": Why(ROTATION, "its spec is an earlier one")} and decided.start == 1
 
 
 def test_a_runner_never_online_within_the_timeout_is_replaced_and_starts_stay_within_max_pods_up() -> None:

@@ -2,7 +2,8 @@
 
 Its environment says which scale set it serves and holds its GitHub credential (``GITHUB_TOKEN``, or
 ``GITHUB_APP_ID`` and ``GITHUB_APP_PRIVATE_KEY``, from its Secret); its Kubernetes access is the pod's service
-account (or the kubeconfig ``KUBECONFIG`` names, as for any client). Exit 0 after SIGTERM (its session deleted);
+account (or the kubeconfig ``KUBECONFIG`` names, as for any client). It serves its metrics and probes on
+``ACTIONS_RUNNERS_METRICS_ADDRESS`` (default ``:8080``; server.py). Exit 0 after SIGTERM (its session deleted);
 1 when it cannot carry on, for the Deployment to start it again.
 """
 
@@ -20,9 +21,18 @@ from ..github.client import GitHubClient
 from ..github.scale_sets import ActionsServiceClient
 from ..github.url import parse_github_url
 from ..kube.client import KubeClient
-from ..kube.scale_set_manifests import ENV_CONFIG_MAP, ENV_GITHUB_URL, ENV_NAMESPACE, ENV_POD_NAME, ENV_SCALE_SET_NAME
+from ..kube.scale_set_manifests import (
+    ENV_CONFIG_MAP,
+    ENV_GITHUB_URL,
+    ENV_METRICS_ADDRESS,
+    ENV_NAMESPACE,
+    ENV_POD_NAME,
+    ENV_SCALE_SET_NAME,
+)
 from ..logs import log_to_stderr
 from .loop import Listener, ListenerSettings
+from .metrics import ListenerMetrics, scale_set_labels
+from .server import DEFAULT_ADDRESS, ListenerServer
 from .session import SessionNotOpened
 
 log = logging.getLogger("pulumi_actions_runners.listener")
@@ -42,8 +52,15 @@ def main() -> int:
         log.error("%s is not set: the listener runs from its RunnerScaleSet's Deployment, which sets it", missing)
         return 1
     credential = github_auth({"github_url": target.url}, target)  # the environment's, from the Secret
+    metrics = ListenerMetrics(scale_set_labels(target, settings.scale_set_name, settings.namespace))
     with GitHubClient(target, credential) as rest, ActionsServiceClient(rest) as github, KubeClient(None) as kube:
-        listener = Listener(settings, github, kube, SystemClock())
+        listener = Listener(settings, github, kube, SystemClock(), metrics)
+        address = os.environ.get(ENV_METRICS_ADDRESS) or DEFAULT_ADDRESS
+        try:
+            server = ListenerServer(address, metrics.registry, listener.alive, listener.ready).start()
+        except (OSError, ValueError) as error:
+            log.error("cannot serve metrics and probes on %s (%s): %s", address, ENV_METRICS_ADDRESS, error)
+            return 1
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             log.info("%s: stopping", signal.Signals(signum).name)
@@ -63,6 +80,8 @@ def main() -> int:
         except Exception:
             log.exception("the listener of scale set %s failed", settings.scale_set_name)
             return 1
+        finally:
+            server.close()
     log.info("listener of scale set %s stopped", settings.scale_set_name)
     return 0
 

@@ -11,8 +11,9 @@ scaler acting on what it learnt), over one scale set:
   listener carries on), and acts on scaler.plan: starts runners, takes retirements one step further, deletes
   ended pods.
 
-On SIGTERM both stop and the session is deleted. Nothing here logs a credential or a JIT config; every line is
-scrubbed on its way out anyway (logs.py).
+Both record what they see in the listener's metrics (metrics.py) and say how they fare (``alive``, ``ready``:
+the probes of server.py). On SIGTERM both stop and the session is deleted. Nothing here logs a credential or a
+JIT config; every line is scrubbed on its way out anyway (logs.py).
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ from ..lifecycle.scale_set_runners import (
     start_runner,
     sweep_orphans,
 )
+from .metrics import ListenerMetrics
 from .scaler import desired_runners, plan
+from .server import STALLED_SECONDS
 from .session import ScaleSetHold
 
 log = logging.getLogger(__name__)
@@ -91,8 +94,10 @@ class Listener:
         github: ActionsServiceClient,
         kube: KubeClient,
         clock: Clock,
+        metrics: ListenerMetrics,
     ) -> None:
         self._settings = settings
+        self.metrics = metrics
         self._github = github
         self._kube = kube
         self._objects = ScaleSetObjects(kube)
@@ -107,6 +112,8 @@ class Listener:
         self._starts_paused_until = 0.0  # monotonic: after runners failed to start, a back-off
         self._start_backoff = 0.0
         self._turns = 0
+        self._last_turn: float | None = None  # monotonic: when the runners' loop last came round
+        self._poller: threading.Thread | None = None
 
     # -- the whole ------------------------------------------------------------------------------------------
 
@@ -115,13 +122,35 @@ class Listener:
         self.stop_requested = True
         self.stop.set()
 
+    def alive(self) -> tuple[bool, str]:
+        """The liveness probe's answer (server.py): the runners' loop comes round, the message loop runs."""
+        if self._last_turn is None:
+            return True, "starting: opening the session"
+        stalled = self._clock.monotonic() - self._last_turn
+        if stalled > STALLED_SECONDS:
+            return False, f"the runners' loop has not come round for {stalled:.0f} s"
+        if self._poller is not None and not self._poller.is_alive() and not self.stop.is_set():
+            return False, "the message loop has ended"
+        return True, "both loops run"
+
+    def ready(self) -> tuple[bool, str]:
+        """The readiness probe's answer: the set is served (its session open, its runners looked at)."""
+        if self.stop.is_set():
+            return False, "stopping"
+        if self._hold.session is None:
+            return False, "no session open with the scale set"
+        if self._last_turn is None:
+            return False, "the session is open; the runners' first turn is under way"
+        return True, f"serving scale set {self._settings.scale_set_name}"
+
     def run(self) -> None:
         """Until ``stop`` is set; raises what it cannot carry on from (the session another's for too long)."""
         config = self._read_config()
         session = self._hold.open(config)
         with self.queue.lock:
             self.queue.statistics = dict(session.statistics)
-        poller = threading.Thread(target=self._queue_loop, name="message-queue", daemon=True)
+        self.metrics.record_statistics(session.statistics)
+        poller = self._poller = threading.Thread(target=self._queue_loop, name="message-queue", daemon=True)
         poller.start()
         try:
             self._runners_loop()
@@ -178,6 +207,7 @@ class Listener:
                     self._failure = RuntimeError(f"GitHub failed every call for {FAILING_SECONDS:.0f} s: {error}")
                     self.stop.set()
                     return
+                self.metrics.record_queue_failure()
                 log.warning("the message queue failed (%s); trying again in %.0f s", error, backoff)
                 self.stop.wait(backoff)
                 backoff = min(LAST_BACKOFF_SECONDS, backoff * 2)
@@ -228,6 +258,13 @@ class Listener:
                     self.queue.finished[runner_id] = (
                         self._clock.monotonic()
                     )  # its pod ends soon: not serving, not retired
+        if message.statistics is not None:
+            self.metrics.record_statistics(message.statistics)
+        for job in message.jobs:
+            if job.get("messageType") == "JobStarted":
+                self.metrics.record_job_started(job)
+            elif job.get("messageType") == "JobCompleted":
+                self.metrics.record_job_completed(job)
         self._github.delete_message(session, message.id)
         if available:
             acquired = self._github.acquire_jobs(session, self._hold.scale_set_id, available)
@@ -242,6 +279,7 @@ class Listener:
                     self._turn(starts)
                 except Exception as error:  # a failed turn is retried at the next; the loop never dies of it
                     log.warning("the runners' turn failed: %s", describe(error))
+                self._last_turn = self._clock.monotonic()
                 self._wake.wait(RESYNC_SECONDS)
                 self._wake.clear()
 
@@ -268,6 +306,11 @@ class Listener:
                 if self._clock.monotonic() - at < config.register_timeout_seconds
             }
         desired = desired_runners(config.min_runners, config.max_runners, self.queue.assigned())
+        self.metrics.record_static(config.min_runners, config.max_runners)
+        self.metrics.record_desired(desired)
+        self.metrics.record_busy_waited(
+            sum(1 for r in runners if r.runner_id in busy and r.spec_hash != config.runner.spec_hash and not r.ended)
+        )
         decided = plan(
             runners,
             desired=desired,
@@ -294,15 +337,22 @@ class Listener:
             clean_ended(by_name[name], self._github, self._kube)
         for name, why in decided.retire.items():
             runner = by_name[name]
-            if runner.removed_at is None:
-                log.info("runner %s retires: %s", name, why)
+            beginning = runner.removed_at is None
+            if beginning:
+                log.info("runner %s retires: %s", name, why.text)
             step = retire_step(runner, self._github, self._kube, self._clock, config.grace_period_seconds)
-            if step is Retirement.BUSY and runner.runner_id is not None:
-                with self.queue.lock:
-                    self.queue.busy.add(runner.runner_id)
+            if step is Retirement.BUSY:
+                self.metrics.record_remove_refused()
+                if runner.runner_id is not None:
+                    with self.queue.lock:
+                        self.queue.busy.add(runner.runner_id)
                 log.info("runner %s runs a job (GitHub refused its removal): it stays", name)
+            elif beginning and why.reason is not None:
+                self.metrics.record_retired(why.reason)
         if decided.start and self._clock.monotonic() >= self._starts_paused_until:
             failed = sum(not f.result() for f in [starts.submit(self._start, config) for _ in range(decided.start)])
+            for _ in range(failed):
+                self.metrics.record_start_failure()
             if failed:
                 self._start_backoff = min(LAST_BACKOFF_SECONDS, max(FIRST_BACKOFF_SECONDS, self._start_backoff * 2))
                 self._starts_paused_until = self._clock.monotonic() + self._start_backoff
@@ -318,6 +368,7 @@ class Listener:
         except Exception as error:
             log.warning("a runner could not be started: %s", describe(error))
             return False
+        self.metrics.record_runner_started()
         log.info("runner %s started (id %s)", runner.name, runner.runner_id)
         return True
 

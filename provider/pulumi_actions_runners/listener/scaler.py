@@ -20,10 +20,21 @@ def desired_runners(min_runners: int, max_runners: int, assigned_jobs: int) -> i
     return min(max_runners, min_runners + max(0, assigned_jobs))
 
 
+ROTATION, SCALE_DOWN, NOT_ONLINE = "rotation", "scale_down", "not_online"  # metrics.RETIRE_REASONS
+
+
+@dataclass(frozen=True)
+class Why:
+    """Why a runner retires: one of the reasons above (None: a retirement already under way), and in words."""
+
+    reason: str | None
+    text: str
+
+
 @dataclass(frozen=True)
 class Plan:
     start: int  # new runners
-    retire: dict[str, str] = field(default_factory=dict)  # runner name -> why
+    retire: dict[str, Why] = field(default_factory=dict)  # by runner name
     clean: list[str] = field(default_factory=list)  # ended pods
 
 
@@ -45,18 +56,19 @@ def plan(
     runners are chosen among the idle: those not yet running first, then the newest. No more runners start than
     leave ``max_runners`` pods up."""
     clean = [r.name for r in runners if r.ended and not r.terminating]
-    retire: dict[str, str] = {}
+    retire: dict[str, Why] = {}
     for runner in runners:
         if runner.ended or runner.terminating or runner.runner_id in finishing:
             continue
         if runner.removed_at is not None:
-            retire[runner.name] = "its retirement goes on"
+            retire[runner.name] = Why(None, "its retirement goes on")
         elif runner.runner_id in busy:
             continue
         elif runner.spec_hash != spec_hash:
-            retire[runner.name] = "its spec is an earlier one"
+            retire[runner.name] = Why(ROTATION, "its spec is an earlier one")
         elif _late(runner, now, register_timeout_seconds) and runner.runner_id not in online:
-            retire[runner.name] = runner.stuck or f"not online {register_timeout_seconds:.0f} s after its start"
+            late = runner.stuck or f"not online {register_timeout_seconds:.0f} s after its start"
+            retire[runner.name] = Why(NOT_ONLINE, late)
     serving = [
         r for r in runners if not (r.ended or r.terminating) and r.name not in retire and r.runner_id not in finishing
     ]
@@ -65,7 +77,7 @@ def plan(
         idle = [r for r in serving if r.runner_id not in busy]
         idle.sort(key=lambda r: (r.running, -(r.created.timestamp() if r.created else float("inf"))))
         for runner in idle[:surplus]:
-            retire[runner.name] = f"more runners than the {desired} wanted"
+            retire[runner.name] = Why(SCALE_DOWN, f"more runners than the {desired} wanted")
     # Pods still up count against max_runners until they are gone: a retiring runner's too (its grace period).
     up = sum(1 for r in runners if not r.ended)
     return Plan(start=max(0, min(desired - len(serving), max_runners - up)), retire=retire, clean=clean)
