@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes and actionlint: each found, or built once from Go
-# modules into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment settings.
+# The pulumi CLI, kube-apiserver with etcd, pulumi-resource-kubernetes, actionlint... and the listener's image: each
+# found, or built once into a cache (tools/*/build.sh), all at once; `tools` prints their folders as environment
+# settings.
 TOOLS := $(BIN)/python -m actions_runners_simulator tools
 
 .PHONY: setup demo test suite lint docs bench soak clean plugin sdk wheel listener-image
@@ -38,13 +39,16 @@ test:
 # The tests that measure time first, on their own (-n 0), then the rest on several workers at once: each `alone`
 # test would otherwise stop every worker until it ran (tests/conftest.py).
 suite: setup
+	tools/listener-image/install-packages.sh
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python -m pytest -n 0 -m alone && env $$tools $(BIN)/python -m pytest -m "not alone"
 
 bench: setup
+	tools/listener-image/install-packages.sh
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/replace.py && env $$tools $(BIN)/python bench/rotation.py && env $$tools $(BIN)/python bench/refill.py && env $$tools $(BIN)/python bench/scaleset.py
 
 # 2,000 replacements and teardowns (or 10 minutes) under injected faults and killed providers: SOAK_ARGS="--seed S".
 soak: setup
+	tools/listener-image/install-packages.sh
 	tools=$$($(TOOLS)) && env $$tools $(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 # The provider plugin's archive for this platform (its path on the last line), for
@@ -58,12 +62,14 @@ wheel: setup
 
 # sdk/: the schema and the SDKs `pulumi package gen-sdk` makes of it; tests/test_plugin_sdks.py checks they are current.
 sdk: setup
-	tools=$$($(TOOLS)) && env $$tools sh -c 'PATH=$$PULUMI_LANGUAGES_DIR:$$PULUMI_CLI_DIR:$$PATH tools/plugin/gen-sdk.sh'
+	tools=$$($(TOOLS) pulumi pulumi-languages) && env $$tools sh -c 'PATH=$$PULUMI_LANGUAGES_DIR:$$PULUMI_CLI_DIR:$$PATH tools/plugin/gen-sdk.sh'
 
 # The RunnerScaleSet listener's OCI image, from Debian's packages and the pinned wheels (no base image): an OCI image
-# layout whose tag is the version, "PATH DIGEST SIZE" on the last line. Needs mmdebstrap and umoci (apt-get install
-# mmdebstrap umoci). OUT=DIR builds into DIR; else into a cache, where a later build of the same inputs finds it.
+# layout whose tag is the version, "PATH DIGEST SIZE" on the last line. Needs mmdebstrap and umoci, which
+# install-packages.sh installs with apt-get (as root, or with a sudo that asks no password) or says how to.
+# OUT=DIR builds into DIR; else into a cache, where a later build of the same inputs finds it.
 listener-image: setup
+	tools/listener-image/install-packages.sh
 	tools/listener-image/build.sh $(OUT)
 
 clean:

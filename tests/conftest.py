@@ -15,6 +15,7 @@ starved).
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import shutil
 import tempfile
@@ -52,6 +53,7 @@ SLOW_FIRST = tuple(
         "test_update_plans",
         "test_soak",
         "test_kubeconfig",
+        "test_release",
         "test_cli_errors",
         "test_upgrades",
     )
@@ -168,10 +170,23 @@ def kube_api_server() -> Iterator[KubeApiServer]:
         yield server
 
 
+@functools.cache
+def listener_image() -> Path:
+    """The listener's OCI image layout of this tree (`make listener-image`, cached by what goes in): every
+    simulator of the suite runs the listener from it, so the image is what the tests exercise."""
+    return tool_dirs("listener-image")["listener-image"]
+
+
 def quick_simulator(kube_api_server: KubeApiServer, **overrides: Any) -> Simulator:
     """A simulator on the session's API server whose runners live RUNNER_SPEEDUP times as fast as actions/runner
-    (registered in hundredths of a second; a stale session lapses in 3 s, a dead runner's job in 6 s)."""
-    settings = {"token_lifetime": 2000, "schedule_delay": 0.05, "runner_speedup": RUNNER_SPEEDUP}
+    (registered in hundredths of a second; a stale session lapses in 3 s, a dead runner's job in 6 s), and whose
+    node runs the listener's image."""
+    settings = {
+        "token_lifetime": 2000,
+        "schedule_delay": 0.05,
+        "runner_speedup": RUNNER_SPEEDUP,
+        "listener_image": listener_image(),
+    }
     return Simulator(api_server=kube_api_server, **{**settings, **overrides})
 
 

@@ -52,11 +52,14 @@ class SimulatedCluster:
         crash_loop: CrashLoopBackOff | None = None,
         fault_proxy: bool = True,
         workdir: Path | None = None,
+        listener_image: Path | None = None,
     ) -> None:
-        """``workdir``: where the processes of the package's programs (a listener) keep their logs."""
+        """``workdir``: where the processes of the package's programs (a listener) keep their logs;
+        ``listener_image``: the OCI layout of the listener's image (package_processes.py)."""
         self._then = runtime
         self._runtime: ContainerRuntime = runtime
         self._workdir = workdir
+        self._listener_image = listener_image
         self._with_proxy = fault_proxy
         self._own_server = api_server is None
         self._server = api_server
@@ -82,7 +85,9 @@ class SimulatedCluster:
                 grant_runner_namespace(self._admin, namespace)  # in force before the provider knows of it
             self._kubelet_api = self._server.admin_client()
             if self._workdir is not None:
-                self.processes = PackageProcesses(self._then, self._server, self._kubelet_api, self._workdir)
+                self.processes = PackageProcesses(
+                    self._then, self._server, self._kubelet_api, self._workdir, self._listener_image
+                )
                 self._runtime = self.processes
             self._kubelet = Kubelet(
                 self._kubelet_api,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -153,7 +154,9 @@ class SimulatorProcess:
     """`python -m actions_runners_simulator serve` in a process of its own, as a user would run it, seen through
     its control endpoints, its Kubernetes API (the official client) and its reports."""
 
-    def __init__(self, kube_bin_dir: Path, long_poll_seconds: float | None = None) -> None:
+    def __init__(
+        self, kube_bin_dir: Path, long_poll_seconds: float | None = None, listener_image: Path | None = None
+    ) -> None:
         command = [sys.executable, "-m", "actions_runners_simulator", "serve"]  # it makes the runners' namespace
         command += ["--token-lifetime", str(TOKEN_LIFETIME_SECONDS)]
         if long_poll_seconds is not None:
@@ -163,7 +166,11 @@ class SimulatorProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, TOOLS["kube"].variable: str(kube_bin_dir)},
+            env={
+                **os.environ,
+                TOOLS["kube"].variable: str(kube_bin_dir),
+                **({TOOLS["listener-image"].variable: str(listener_image)} if listener_image else {}),
+            },
         )
         self.info: Json = json.loads(self._readline())
         self.control = control.control_url(self.info)
@@ -227,9 +234,17 @@ def banner(text: str) -> None:
 
 def run(runners: int = 3, *, github_app: bool = False) -> int:
     # Found, or all built at once (a first build takes minutes, and says so); each step waits only for its own.
-    tools = ToolBuilds("kube", "pulumi", "pulumi-yaml")
+    # The listener's image where this machine can build it (mmdebstrap, umoci); else its program runs as a process.
+    image = all(shutil.which(tool) for tool in ("mmdebstrap", "umoci"))
+    tools = ToolBuilds("kube", "pulumi", "pulumi-yaml", *(["listener-image"] if image else []))
+    if not image:
+        print(
+            "The scale set's listener runs as this environment's program: building its image needs mmdebstrap and umoci"
+        )
     try:
-        simulator = SimulatorProcess(tools.get("kube"), LONG_POLL_SECONDS)
+        simulator = SimulatorProcess(
+            tools.get("kube"), LONG_POLL_SECONDS, tools.get("listener-image") if image else None
+        )
     except BaseException:
         tools.stop()  # the other builds, which nobody will wait for now
         raise

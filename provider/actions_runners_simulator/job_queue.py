@@ -128,6 +128,10 @@ class Job:
             "runner_id": self.runner_id,
             "runner_name": self.runner_name,
             "scale_set_id": self.scale_set_id,
+            # The wall-clock times its scale set's messages carry (scaleSetAssignTime, runnerAssignTime, finishTime).
+            "assigned_on": _iso(self.assigned_on),
+            "started_on": _iso(self.started_on),
+            "finished_on": _iso(self.finished_on),
             "offers": self.offers,
             "lost": self.lost,
             "failure": self.failure,
@@ -239,3 +243,7 @@ class JobBook:
             if job.scope == scope:
                 runs.setdefault(job.run_id, []).append(job)
         return dict(sorted(runs.items(), reverse=True))
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()

@@ -11,7 +11,10 @@ components do for the pods the provider makes:
   ``status`` subresource (phase, conditions, containerStatuses with restart counts, termination messages),
   honours ``restartPolicy`` with the kubelet's crash-loop back-off (`CrashLoopBackOff`), and on graceful
   deletion sends SIGTERM, kills what still runs when the grace period ends (SIGKILL, exit 137), and confirms
-  with the final grace-0 delete (preconditioned on the pod's uid);
+  with the final grace-0 delete (preconditioned on the pod's uid); it runs the containers' startup, readiness
+  and liveness probes as the kubelet's prober does (httpGet and tcpSocket; kubelet_probes.py has every rule and
+  its source), so a container is ready only once its readiness probe passes, and one whose liveness probe fails
+  is killed and restarted;
 - a cluster admin's namespace provisioning, if given one (``provision_namespace``): called for each new
   namespace as its creation is seen, before any other namespace event is handled, so that what it grants (the
   provider's Role, cluster.py) is in force within milliseconds of the namespace's creation.
@@ -20,6 +23,9 @@ An image from a registry under the reserved ``.invalid`` domain cannot be pulled
 ImagePullBackOff), so tests can reach that path. A node's bad moments can be staged too: pods that find no room
 (never scheduled), a registry that refuses pulls, deletions the node is slow to act on (pods stuck terminating).
 Everything it does is recorded in ``events()``.
+
+Each pod gets an address of its own, a loopback one (127.244.x.y) that its process binds and probes reach, from a
+/24 this node claims on the machine for as long as it runs (pod_addresses.py says why and how).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import heapq
 import itertools
 import json
 import logging
+import random
 import re
 import socket
 import threading
@@ -45,6 +52,20 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from .kubelet_probes import (
+    FAILURE,
+    INITIAL_RESULTS,
+    LIVENESS,
+    READINESS,
+    STARTUP,
+    SUCCESS,
+    WARNING,
+    ProbeTimings,
+    ProbeWorker,
+    probe,
+)
+from .pod_addresses import PodAddresses
+
 _log = logging.getLogger(__name__)
 
 NODE_NAME = "simulator-node"
@@ -55,6 +76,8 @@ WATCH_SECONDS = 5  # a watch is renewed this often, so one left by stop() ends s
 _HOST_IP = "10.0.0.10"
 REQUEST_TIMEOUT = (5, 30)
 TIMER_WORKERS = 16
+PROBE_WORKERS = 8  # probes in flight at once, each bounded by its timeoutSeconds; apart from TIMER_WORKERS' steps
+MIN_KILL_GRACE_SECONDS = 2  # kuberuntime: minimumGracePeriodInSeconds, "a minimal shutdown window"
 
 
 class PodProcess(Protocol):
@@ -234,6 +257,10 @@ class _Process:
     started_at: str = field(default_factory=_now)
     started: float = field(default_factory=time.monotonic)
     ended: bool = False
+    # The probes' results for this instance (the prober's results managers key them by container ID): absent
+    # until its worker has met it; None for a startup probe not yet decided.
+    results: dict[str, str | None] = field(default_factory=dict)
+    killed_for: str | None = None  # LIVENESS or STARTUP: the kubelet is killing it for that probe's failure
 
     @property
     def namespace(self) -> str:
@@ -256,11 +283,28 @@ class _Container:
     backoff: float | None = None  # the delay before its last restart (CrashLoopBackOff)
     state: dict[str, Any] = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
     last_state: dict[str, Any] = field(default_factory=dict)
-    process: _Process | None = None
+    process: _Process | None = None  # the instance running now
+    instance: _Process | None = None  # the instance started last, running or not (its status's containerID)
 
     @property
     def name(self) -> str:
         return str(self.spec["name"])
+
+    def started(self) -> bool:
+        """isContainerStarted (prober_manager.go): running, and its startup probe, if it has one, succeeded."""
+        process = self.process
+        if process is None or "running" not in self.state:
+            return False
+        return self.spec.get("startupProbe") is None or process.results.get(STARTUP) == SUCCESS
+
+    def ready(self) -> bool:
+        """UpdatePodStatus (prober_manager.go): an init container is ready once it exited 0; any other container
+        once started, and its readiness probe, if it has one, succeeded for this instance."""
+        if self.init and not self.sidecar:
+            return self.state.get("terminated", {}).get("exitCode") == 0
+        if not self.started() or self.process is None:
+            return False
+        return self.spec.get("readinessProbe") is None or self.process.results.get(READINESS) == SUCCESS
 
     def status(self, uid: str) -> dict[str, Any]:
         running = "running" in self.state
@@ -269,8 +313,8 @@ class _Container:
             "name": self.name,
             "image": image,
             "imageID": "",
-            "ready": running,
-            "started": running,
+            "ready": self.ready(),
+            "started": self.started(),
             "restartCount": self.restart_count,
             "state": self.state,
             "lastState": self.last_state,
@@ -302,6 +346,8 @@ class _PodRun:
     confirmed: bool = False  # its final grace-0 delete is sent
     pulls_refused: bool = False  # staged: its images cannot be pulled
     stalled_until: float = 0.0  # staged: its deletion is not acted on before this (monotonic)
+    workers: list[ProbeWorker] = field(default_factory=list)
+    transitions: dict[str, tuple[str, str]] = field(default_factory=dict)  # condition: (status, since when)
 
     def regular(self) -> list[_Container]:
         return [c for c in self.containers if not c.init]
@@ -319,15 +365,20 @@ class Kubelet:
         crash_loop: CrashLoopBackOff | None = None,
         config_retry_seconds: float = 1.0,
         provision_namespace: Callable[[str, str], bool] | None = None,
+        probes: ProbeTimings | None = None,
     ) -> None:
         """``provision_namespace(name, uid)``: what a new namespace gets before it is usable, True if it got
-        anything (recorded as ``namespace_provisioned``); it returns once that is in force."""
+        anything (recorded as ``namespace_provisioned``); it returns once that is in force. ``probes``: how fast
+        the prober's clock runs (a kubelet's by default)."""
         self._core = client.CoreV1Api(api_client)
         self._provision_namespace = provision_namespace
         self._provisioned: set[str] = set()  # uids of the namespaces provisioned: once each, whatever re-lists
         self._runtime = runtime or _IdleRuntime()
         self._schedule_delay = schedule_delay
         self._crash_loop = crash_loop or CrashLoopBackOff()
+        self._probes = probes or ProbeTimings()
+        self._probe_pool = ThreadPoolExecutor(max_workers=PROBE_WORKERS, thread_name_prefix="kubelet-probe")
+        self._started_at = time.monotonic()  # the prober manager's start: workers made within a period jitter
         self._config_retry_seconds = config_retry_seconds  # a container whose Secret or image is not there yet
         self._timers = _Timers()
         self._runs: dict[str, _PodRun] = {}
@@ -335,7 +386,7 @@ class Kubelet:
         self._unschedulable: set[str] = set()
         self._lock = threading.Lock()
         self._events: list[dict[str, Any]] = []
-        self._pod_ips = itertools.count(2)
+        self._addresses = PodAddresses()  # under _lock
         self._stopped = threading.Event()
         self._streams: set[Any] = set()  # open watch responses, closed by stop()
         self._gone: set[str] = set()  # uids removed from the API server: never adopted after
@@ -345,6 +396,7 @@ class Kubelet:
     # --- lifecycle -----------------------------------------------------------------------------------------
 
     def start(self) -> Kubelet:
+        self._started_at = time.monotonic()
         try:
             self._register_node()
             self._timers.start()
@@ -377,6 +429,9 @@ class Kubelet:
             with contextlib.suppress(Exception):
                 stream.connection.sock.shutdown(socket.SHUT_RDWR)
         self._timers.stop()
+        self._probe_pool.shutdown(wait=False, cancel_futures=True)  # a probe under way ends within its timeout
+        with self._lock:
+            self._addresses.close()
 
     def __enter__(self) -> Kubelet:
         return self.start()
@@ -657,7 +712,6 @@ class Kubelet:
     def _adopt(self, pod: dict) -> _PodRun | None:
         """The kubelet takes the pod bound to its node; its containers start unless it is being deleted."""
         metadata, spec = pod["metadata"], pod["spec"]
-        ordinal = next(self._pod_ips)
         containers = [
             _Container(each, init=True, sidecar=each.get("restartPolicy") == "Always")
             for each in spec.get("initContainers") or []
@@ -667,19 +721,22 @@ class Kubelet:
             namespace=metadata["namespace"],
             name=metadata["name"],
             spec=spec,
-            pod_ip=f"10.244.{ordinal // 250 % 250}.{ordinal % 250 + 2}",
+            pod_ip="",
             containers=containers,
         )
         with self._lock:
-            if run.uid in self._gone:
-                return None  # removed while it was being bound
+            if run.uid in self._gone or self._stopped.is_set():
+                return None  # removed while it was being bound, or the node is gone (its addresses with it)
             if (existing := self._runs.get(run.uid)) is not None:
                 return existing
+            run.pod_ip = self._addresses.allocate()
             self._runs[run.uid] = run
             if self._staged["pulls_refused"] > 0:
                 self._staged["pulls_refused"] -= 1
                 run.pulls_refused = True
         if not metadata.get("deletionTimestamp"):
+            with run.lock:
+                self._start_probes(run)
             self._timers.call_later(0, lambda: self._start_containers(run))
         return run
 
@@ -690,7 +747,9 @@ class Kubelet:
             if run.deleting or run.done or run.phase in TERMINAL_PHASES:
                 return
             retry = False
-            for container in run.containers:
+            for index, container in enumerate(run.containers):
+                if index and self._holds_back(run, run.containers[index - 1]):
+                    break
                 if container.process is not None or "terminated" in container.state:
                     continue  # running, or done for good (a container to restart waits in CrashLoopBackOff)
                 env = None
@@ -712,7 +771,7 @@ class Kubelet:
                 policy = run.spec.get("restartPolicy", "Always")
                 command = (*(container.spec.get("command") or ()), *(container.spec.get("args") or ()))
                 process = _Process(self, run, container.name, container.spec["image"], policy, env, command)
-                container.process = process
+                container.process = container.instance = process
                 container.state = {"running": {"startedAt": process.started_at}}
                 to_start.append(process)
             if to_start and run.phase == "Pending":
@@ -734,12 +793,26 @@ class Kubelet:
         if retry:
             self._timers.call_later(self._config_retry_seconds, lambda: self._start_containers(run))
 
-    def _restarts(self, run: _PodRun, container: _Container, exit_code: int) -> bool:
+    @staticmethod
+    def _holds_back(run: _PodRun, container: _Container) -> bool:
+        """A native sidecar with a startup probe holds back the containers after it until it has started, while
+        the pod is initializing (kuberuntime computeInitContainerActions: "If the startup probe has not been run,
+        wait for it"); once a regular container has run, a restarting sidecar holds back nothing."""
+        return (
+            container.sidecar
+            and container.spec.get("startupProbe") is not None
+            and not container.started()
+            and all(c.instance is None for c in run.regular())
+        )
+
+    def _restarts(self, run: _PodRun, container: _Container, exit_code: int, process: _Process) -> bool:
         if run.deleting or run.phase in TERMINAL_PHASES:
             return False
         if container.sidecar:
             return True
         policy = run.spec.get("restartPolicy", "Always")
+        if process.killed_for is not None:
+            return policy != "Never"  # computePodActions: restart := shouldRestartOnFailure(pod), any exit code
         return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
 
     @staticmethod
@@ -835,7 +908,7 @@ class Kubelet:
                 self._write_status(run)
                 self._confirm_if_stopped(run)
                 return
-            restart = self._restarts(run, container, exit_code)
+            restart = self._restarts(run, container, exit_code, process)
             delay = 0.0
             if restart:
                 container.restart_count += 1
@@ -886,6 +959,8 @@ class Kubelet:
             run.deleting, run.kill_at = True, kill_at
             if first:
                 self._record("pod_terminating", run.namespace, run.name, grace_seconds=grace_seconds)
+                for worker in run.workers:  # StopLivenessAndStartup; readiness goes on while the pod terminates
+                    worker.stopped = worker.stopped or worker.kind != READINESS
                 for container in run.containers:
                     if container.process is not None:
                         self._stop_container(run, container)
@@ -924,11 +999,15 @@ class Kubelet:
             self._scheduling.discard(uid)
             self._unschedulable.discard(uid)
             self._gone.add(uid)
+            if run is not None:
+                self._addresses.release(run.pod_ip)
         self._record("pod_removed", namespace, name, uid=uid)
         if run is None:
             return
         with run.lock:
             run.done = True
+            for worker in run.workers:  # RemovePod
+                worker.stopped = True
             for container in run.containers:
                 if (process := container.process) is not None:
                     self._record("container_killed", namespace, name, container=container.name)
@@ -938,19 +1017,37 @@ class Kubelet:
 
     def _write_status(self, run: _PodRun) -> None:
         """The status subresource, as the kubelet's status manager writes it (a write to the pod itself would
-        leave its status as it was)."""
+        leave its status as it was). The conditions as pkg/kubelet/status/generate.go makes them: ContainersReady
+        and Ready once every regular container and native sidecar is ready (`_Container.ready`), with the reason
+        and message a kubelet gives when not (ContainersNotReady, PodCompleted, PodFailed), but never while the
+        pod is being deleted (this stand-in's own rule: a kubelet goes on reporting readiness while a pod
+        terminates); Initialized once every init container has succeeded and every native sidecar has started,
+        or a regular container has run. A condition's lastTransitionTime is when its status last changed. Then,
+        as UpdatePodStatus does, every started container whose readiness probe has not succeeded is probed at
+        once."""
         regular = run.regular()
-        ready = run.phase == "Running" and all("running" in c.state for c in regular) and not run.deleting
-        initialized = all("terminated" in c.state or c.sidecar for c in run.containers if c.init)
-        now = _now()
+        unready = [c.name for c in run.containers if (c.sidecar or not c.init) and not c.ready()]
+        ready: dict[str, Any] = {"status": run.phase == "Running" and not run.deleting}
+        if run.phase in TERMINAL_PHASES:
+            ready = {"status": False, "reason": "PodCompleted" if run.phase == "Succeeded" else "PodFailed"}
+        elif unready:
+            message = f"containers with unready status: [{' '.join(unready)}]"
+            ready = {"status": False, "reason": "ContainersNotReady", "message": message}
+        incomplete = [
+            c.name for c in run.containers if c.init and not (c.started() if c.sidecar else "terminated" in c.state)
+        ]
+        initialized: dict[str, Any] = {"status": True}
+        if incomplete and all(c.instance is None for c in regular):
+            message = f"containers with incomplete status: [{' '.join(incomplete)}]"
+            initialized = {"status": False, "reason": "ContainersNotInitialized", "message": message}
         conditions = [
-            {"type": kind, "status": str(met), "lastTransitionTime": now}
-            for kind, met in (
-                ("PodReadyToStartContainers", True),
+            self._condition(run, kind, **fields)
+            for kind, fields in (
+                ("PodReadyToStartContainers", {"status": True}),
                 ("Initialized", initialized),
                 ("Ready", ready),
                 ("ContainersReady", ready),
-                ("PodScheduled", True),
+                ("PodScheduled", {"status": True}),
             )
         ]
         status: dict[str, Any] = {
@@ -967,3 +1064,202 @@ class Kubelet:
             status["initContainerStatuses"] = [c.status(run.uid) for c in run.containers if c.init]
         body = {"metadata": {"uid": run.uid}, "status": status}
         self._call("status write", self._core.patch_namespaced_pod_status, run.name, run.namespace, body)
+        for worker in run.workers:
+            container = worker.container
+            if worker.kind == READINESS and not worker.stopped and container.started() and not container.ready():
+                self._trigger_probe(worker)
+
+    @staticmethod
+    def _condition(
+        run: _PodRun, kind: str, status: bool, reason: str | None = None, message: str | None = None
+    ) -> dict[str, Any]:
+        """A reason or message of None is written as null, which the strategic merge patch deletes: a condition
+        that became True keeps no reason it had while False."""
+        value, now = str(status), _now()
+        previous = run.transitions.get(kind)
+        since = previous[1] if previous is not None and previous[0] == value else now
+        run.transitions[kind] = (value, since)
+        return {"type": kind, "status": value, "lastTransitionTime": since, "reason": reason, "message": message}
+
+    # --- probes (kubelet_probes.py has the rules and their sources) -----------------------------------------
+
+    def _start_probes(self, run: _PodRun) -> None:
+        """AddPod: a worker for every probe of every container and native sidecar, each ticking from now on."""
+        now = time.monotonic()
+        for container in run.containers:
+            if container.init and not container.sidecar:
+                continue
+            for kind in (STARTUP, READINESS, LIVENESS):
+                spec = container.spec.get(f"{kind.lower()}Probe")
+                if spec is None:
+                    continue
+                worker = ProbeWorker(run, container, kind, spec)
+                run.workers.append(worker)
+                if unsupported := [handler for handler in ("exec", "grpc") if spec.get(handler) is not None]:
+                    _log.warning(
+                        "kubelet stand-in: %s/%s: container %s has a %s %s probe, which this node cannot run: it "
+                        "errors each period (Unhealthy events), and its result is thrown away",
+                        *(run.namespace, run.name, container.name, unsupported[0], kind.lower()),
+                    )
+                period = self._probes.real(worker.period)
+                self._schedule_probe(worker, random.random() * period if period > now - self._started_at else 0.0)
+
+    def _schedule_probe(self, worker: ProbeWorker, delay: float) -> None:
+        token = worker.token
+        self._timers.call_later(delay, lambda: self._probe_tick(worker, token))
+
+    def _probe_tick(self, worker: ProbeWorker, token: int) -> None:
+        """The worker's ticker: the next tick a period on, whatever this probe takes."""
+        with worker.run.lock:
+            if worker.stopped or token != worker.token:
+                return
+            self._schedule_probe(worker, self._probes.real(worker.period))
+            self._probe_now(worker)
+
+    def _trigger_probe(self, worker: ProbeWorker) -> None:
+        """The manual trigger: a probe now, and the ticker reset to tick a period from now (caller holds the
+        pod's lock)."""
+        worker.token += 1
+        self._schedule_probe(worker, self._probes.real(worker.period))
+        self._probe_now(worker)
+
+    def _probe_now(self, worker: ProbeWorker) -> None:
+        if worker.busy:
+            worker.pending = True  # the worker's channels keep one tick or trigger while it probes
+            return
+        worker.busy = True
+        try:
+            self._probe_pool.submit(self._probe_loop, worker)
+        except RuntimeError:  # the kubelet is stopping
+            worker.busy = False
+
+    def _probe_loop(self, worker: ProbeWorker) -> None:
+        while True:
+            try:
+                keep_going = self._do_probe(worker)
+            except Exception:  # doProbe's HandleCrash: logged, and the worker goes on
+                _log.exception("kubelet stand-in: a %s probe of %s failed", worker.kind, worker.run.name)
+                keep_going = True
+            with worker.run.lock:
+                worker.stopped = worker.stopped or not keep_going
+                if worker.pending and not worker.stopped:
+                    worker.pending = False
+                    continue
+                worker.busy = worker.pending = False
+                return
+
+    def _do_probe(self, worker: ProbeWorker) -> bool:
+        """worker.go doProbe: probe once if the container is due one, and act on the result; whether the worker
+        goes on."""
+        run, container, kind = worker.run, worker.container, worker.kind
+        with run.lock:
+            if worker.stopped or run.done or run.phase in TERMINAL_PHASES:
+                return False
+            instance = container.instance
+            if instance is None:
+                return True  # not created yet
+            if worker.instance is not instance:
+                worker.instance, worker.on_hold = instance, False
+                instance.results[kind] = INITIAL_RESULTS[kind]
+            if worker.on_hold:
+                return True
+            if container.process is not instance:
+                instance.results[kind] = FAILURE
+                policy = run.spec.get("restartPolicy", "Always")
+                return not ("terminated" in container.state and policy == "Never" and not container.sidecar)
+            if run.deleting and kind != READINESS:
+                instance.results[kind] = SUCCESS
+                return False
+            if int((time.monotonic() - instance.started) * self._probes.speedup) < worker.initial_delay:
+                return True
+            if container.started() if kind == STARTUP else not container.started():
+                return True  # a started container's startup probe is done; the others wait for it
+            pod_ip = run.pod_ip
+        result, output, error = probe(worker.spec, container.spec, pod_ip)
+        with run.lock:
+            if run.done:
+                return False
+            self._probe_event(run, container, kind, result, output, error)
+            if error is not None:
+                return True
+            result = SUCCESS if result == WARNING else result
+            if worker.last_result == result:
+                worker.result_run += 1
+            else:
+                worker.last_result, worker.result_run = result, 1
+            if worker.result_run < (worker.failure_threshold if result == FAILURE else worker.success_threshold):
+                return True
+            self._probe_result(worker, instance, result)
+            if (kind == LIVENESS and result == FAILURE) or kind == STARTUP:
+                worker.on_hold, worker.result_run = True, 0
+        return True
+
+    def _probe_event(
+        self, run: _PodRun, container: _Container, kind: str, result: str, output: str, error: str | None
+    ) -> None:
+        """prober.go probe's events: Unhealthy for a probe that failed or errored, ProbeWarning for a redirect
+        to another host."""
+        if error is not None:
+            event, reason, message = "container_unhealthy", "Unhealthy", f"{kind} probe errored and resulted in "
+            message += f"unknown state: {error}"
+        elif result == FAILURE:
+            event, reason, message = "container_unhealthy", "Unhealthy", f"{kind} probe failed: {output}"
+        elif result == WARNING:
+            event, reason, message = "probe_warning", "ProbeWarning", f"{kind} probe warning: {output}"
+        else:
+            return
+        self._record(
+            event, run.namespace, run.name, container=container.name, probe=kind, reason=reason, message=message
+        )
+
+    def _probe_result(self, worker: ProbeWorker, instance: _Process, result: str) -> None:
+        """A result past its threshold, for the instance probed: the results manager's update, sent only when the
+        result changes; the kubelet then kills a container that failed its liveness or startup probe, and
+        writes the status if the container's started or ready changed."""
+        run, container, kind = worker.run, worker.container, worker.kind
+        if instance.results.get(kind) == result:
+            return
+        was = (container.started(), container.ready())
+        instance.results[kind] = result
+        if result == FAILURE and kind != READINESS:
+            self._probe_kill(run, container, instance, kind)
+        elif (container.started(), container.ready()) != was:
+            self._write_status(run)
+            if kind == STARTUP and container.sidecar:
+                self._timers.call_later(0, lambda: self._start_containers(run))  # what it held back
+
+    def _probe_kill(self, run: _PodRun, container: _Container, process: _Process, kind: str) -> None:
+        """computePodActions and killContainer for a running container that failed its liveness or startup probe:
+        SIGTERM now, SIGKILL when the grace runs out; its exit then restarts it (`_restarts`)."""
+        if container.process is not process or process.ended or process.killed_for or run.deleting:
+            return
+        process.killed_for = kind
+        if container.init:
+            message = f"Init container {container.name} failed {kind.lower()} probe"
+        else:
+            message = f"Container {container.name} failed {kind.lower()} probe"
+            if run.spec.get("restartPolicy", "Always") != "Never":
+                message += ", will be restarted"
+        pod_grace = run.spec.get("terminationGracePeriodSeconds")
+        probe_grace = (container.spec.get(f"{kind.lower()}Probe") or {}).get("terminationGracePeriodSeconds")
+        grace = MIN_KILL_GRACE_SECONDS if pod_grace is None else pod_grace if probe_grace is None else probe_grace
+        grace = max(int(grace), MIN_KILL_GRACE_SECONDS)
+        self._record(
+            "container_killing",
+            run.namespace,
+            run.name,
+            container=container.name,
+            reason="Killing",
+            message=message,
+            grace_seconds=grace,
+        )
+        self._stop_container(run, container)
+        self._timers.call_later(grace, lambda: self._probe_kill_ended(run, container, process))
+
+    def _probe_kill_ended(self, run: _PodRun, container: _Container, process: _Process) -> None:
+        with run.lock:
+            if process.ended or container.process is not process or run.done:
+                return
+            self._record("container_killed", run.namespace, run.name, container=container.name)
+            self._container_exited(process, 137, "")  # SIGKILL's exit; restarted as its pod's policy says
+            self._kill_container(run, process)

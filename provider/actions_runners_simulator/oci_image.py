@@ -8,7 +8,8 @@ environment a container of it runs with, by Kubernetes' rules; its root filesyst
     image.unpack(rootfs)                            # its layers, in order, into an empty folder
     popen_args = image.unshare_argv(rootfs, argv, env)  # to run it there, as the image's user (util-linux unshare)
 
-`python oci.py LAYOUT [--ref REF] [--json | --summary | --digest-size]` prints the same from a shell.
+`python -m actions_runners_simulator.oci_image LAYOUT [--ref REF] [--json | --summary | --digest-size]` prints
+the same from a shell.
 """
 
 from __future__ import annotations

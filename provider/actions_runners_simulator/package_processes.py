@@ -1,21 +1,40 @@
-"""The container runtime's part for the package's own programs: a container whose command is one of them (the
-RunnerScaleSet listener's ``actions-runners-listener``) runs that very program, as a process of this machine,
-with the environment the kubelet stand-in resolved for it. Every other container goes to the runtime after it
-(the simulated runner).
+"""The container runtime's part for the package's own image: a container of the RunnerScaleSet listener's
+image runs that very image, and every other container goes to the runtime after it (the simulated runner).
 
-What a node gives such a container, it gets: a token of its pod's ServiceAccount, bound to the pod (the
-kubelet's TokenRequest, ``serviceaccounts/token``), so that the real API server's RBAC judges what it does by
-its Role; since a process here cannot have it mounted at /var/run/secrets, it is handed over in a kubeconfig
-that ``KUBECONFIG`` names, which a client reads first (the listener's client does: kube/client.py). SIGTERM on
-graceful deletion, SIGKILL when the grace period ends; the exit code as a container's (128 + signal); the last
-line it wrote becomes the termination message. Its output is kept in ``logs/<namespace>_<pod>.log`` under the
-workdir, which tests read.
+**From the image** (``images``: a reference -> the OCI image layout `make listener-image` built, as a registry
+would serve it): its layers unpacked once, a copy of them per container start (hard links), and in it, as a
+container runtime does, the image's Entrypoint and Cmd (or the pod's command), its Env under the container's
+resolved environment, its WorkingDir, and its User unless the pod's securityContext names another (runAsNonRoot
+refuses root, as the kubelet does: CreateContainerConfigError). It runs chrooted there in a user namespace of
+its own (util-linux ``unshare``, oci_image.py). What a node mounts, it finds where a pod finds it:
+/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt,namespace}, the token a TokenRequest for the pod's
+ServiceAccount bound to the pod (the kubelet's projected token, ``serviceaccounts/token``), so that the real API
+server's RBAC judges it by its Role; and ``KUBERNETES_SERVICE_HOST``/``PORT`` as the kubelet sets them, here the
+API server's loopback address (a cluster's would be the ``kubernetes`` Service's), so its client takes the
+in-cluster path a real pod takes.
+
+Where the test bed differs from a node, on purpose: no network namespace (the processes share this machine's
+network, where the API server and the GitHub double listen on loopback), so a program that serves HTTP is told
+to bind its pod's IP (a loopback address, kubelet.py) in ``ACTIONS_RUNNERS_METRICS_ADDRESS`` (its Deployment
+leaves it unset: every interface, in a pod's own namespace), where the kubelet's probes and tests reach it; and
+the root filesystem is not made read-only (the copy is writable; the listener writes nothing there, and the
+image's hook.sh checks as much).
+
+**Without an image** (a machine that cannot build one: no mmdebstrap), a container of the listener's repository
+runs the package's own ``actions-runners-listener`` of this environment, the image's Entrypoint (a test checks
+that the image's config names it), with a kubeconfig of the same token in ``KUBECONFIG``.
+
+Either way: SIGTERM on graceful deletion, SIGKILL when the grace period ends; the exit code as a container's
+(128 + signal); the last line it wrote becomes the termination message. Its output is kept in
+``logs/<namespace>_<pod>.log`` under the workdir, which tests read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,17 +42,20 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kubernetes import client
 
-from pulumi_actions_runners.kube.scale_set_manifests import LISTENER_COMMAND
+from pulumi_actions_runners.inputs.listener_image import REPOSITORY, default_listener_image
+from pulumi_actions_runners.kube.scale_set_manifests import ENV_METRICS_ADDRESS, LISTENER_COMMAND, METRICS_PORT
 
 from .kube_apiserver import KubeApiServer
 from .kubelet import ContainerRuntime, PodProcess
+from .oci_image import Image, read_image
 
 _log = logging.getLogger(__name__)
 
-PROGRAMS = (LISTENER_COMMAND,)
+SERVICE_ACCOUNT_DIR = "var/run/secrets/kubernetes.io/serviceaccount"  # under the root filesystem
 # A kubelet's projected service account token lives an hour unless the pod asks otherwise, and is renewed at 80 %
 # of that (Kubernetes' "Configure Service Accounts for Pods", serviceAccountToken.expirationSeconds: 3600 by
 # default); a listener of the test bed never lives that long.
@@ -47,19 +69,39 @@ class _Run:
     process: PodProcess
     popen: subprocess.Popen[bytes] | None = None  # None while its token is asked for
     early: signal.Signals | None = None  # a signal that came meanwhile: sent as soon as it runs
+    rootfs: Path | None = None  # its copy of the image's root filesystem
+
+
+class ContainerConfigError(Exception):
+    """What the kubelet would refuse to start (CreateContainerConfigError)."""
 
 
 class PackageProcesses:
-    """A ContainerRuntime: the package's programs as processes, anything else to ``then``."""
+    """A ContainerRuntime: the listener's image (or, without one, its program) as processes, anything else to
+    ``then``. ``listener_image``: the OCI layout of the listener's image, served under its own tag and the
+    package's default reference."""
 
-    def __init__(self, then: ContainerRuntime, server: KubeApiServer, admin: client.ApiClient, workdir: Path) -> None:
+    def __init__(
+        self,
+        then: ContainerRuntime,
+        server: KubeApiServer,
+        admin: client.ApiClient,
+        workdir: Path,
+        listener_image: Path | None = None,
+    ) -> None:
         self._then = then
         self._server = server
         self._core = client.CoreV1Api(admin)
+        self._workdir = workdir
         self._logs = workdir / "logs"
         self._logs.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._running: dict[int, _Run] = {}  # by id(process)
+        self._unpacked: dict[str, Path] = {}  # image digest -> its root filesystem
+        self.images: dict[str, Image] = {}  # reference -> image
+        if listener_image is not None:
+            image = read_image(listener_image)
+            self.images = {f"{REPOSITORY}:{image.ref}": image, default_listener_image(): image}
         self.started: list[str] = []  # pod names, in start order
 
     def log_of(self, namespace: str, pod: str) -> str:
@@ -87,8 +129,14 @@ class PackageProcesses:
 
     # --- the runtime -------------------------------------------------------------------------------------
 
+    def ours(self, process: PodProcess) -> bool:
+        """A container of the listener's image (one this node has, or any of its repository's without one)."""
+        if self.images:
+            return process.image in self.images
+        return process.image.partition("@")[0].rpartition(":")[0] == REPOSITORY
+
     def start(self, process: PodProcess) -> None:
-        if not process.command or process.command[0] not in PROGRAMS:
+        if not self.ours(process):
             self._then.start(process)
             return
         with self._lock:
@@ -105,7 +153,7 @@ class PackageProcesses:
 
     def _signal(self, process: PodProcess, signum: signal.Signals) -> bool:
         """False if the process is not ours."""
-        if not process.command or process.command[0] not in PROGRAMS:
+        if not self.ours(process):
             return False
         with self._lock:
             run = self._running.get(id(process))
@@ -119,24 +167,26 @@ class PackageProcesses:
         return True
 
     def _run(self, process: PodProcess) -> None:
+        image = self.images.get(process.image)
         try:
-            kubeconfig = self._service_account_kubeconfig(process)
-        except Exception as error:  # the pod went meanwhile, or its ServiceAccount is missing
+            pod = self._core.read_namespaced_pod(process.name, process.namespace)
+            token = self._service_account_token(pod)
+            if image is not None:
+                argv, env = self._in_image(process, pod, image, token)
+            else:
+                argv, env = self._on_host(process, pod, token)
+        except Exception as error:  # the pod went meanwhile, its ServiceAccount is missing, or it cannot run
             with self._lock:
-                self._running.pop(id(process), None)
-            process.exited(1, f"no service account token: {error}")
+                run = self._running.pop(id(process), None)
+            if run is not None and run.rootfs is not None:
+                shutil.rmtree(run.rootfs, ignore_errors=True)
+            process.exited(1, str(error) if isinstance(error, ContainerConfigError) else f"cannot start: {error}")
             return
-        program = Path(sys.executable).parent / process.command[0]
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            **process.env,
-            "KUBECONFIG": str(kubeconfig),
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
+        env[ENV_METRICS_ADDRESS] = f"{pod.status.pod_ip}:{METRICS_PORT}"  # its pod's address (the docstring)
         log_path = self._logs / f"{process.namespace}_{process.name}.log"
         with log_path.open("ab") as log_file:
             popen = subprocess.Popen(
-                [str(program), *process.command[1:]],
+                argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
@@ -152,13 +202,68 @@ class PackageProcesses:
                 popen.send_signal(early)
             code = popen.wait()
         with self._lock:
-            self._running.pop(id(process), None)
-        kubeconfig.unlink(missing_ok=True)
+            run = self._running.pop(id(process), None)
+        if run is not None and run.rootfs is not None:
+            shutil.rmtree(run.rootfs, ignore_errors=True)
+        if "KUBECONFIG" in env:
+            Path(env["KUBECONFIG"]).unlink(missing_ok=True)
         process.exited(128 - code if code < 0 else code, _last_line(log_path))
 
-    def _service_account_kubeconfig(self, process: PodProcess) -> Path:
-        """The kubelet's TokenRequest for the pod's ServiceAccount, bound to the pod, in a kubeconfig."""
-        pod = self._core.read_namespaced_pod(process.name, process.namespace)
+    def _in_image(
+        self, process: PodProcess, pod: client.V1Pod, image: Image, token: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment of a container of ``image``, its root filesystem made (a copy)."""
+        uid, gid = _user(pod, process.container, image)
+        rootfs = self._workdir / "containers" / f"{process.namespace}_{process.name}_{id(process):x}"
+        rootfs.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", str(self._root_filesystem(image)), str(rootfs)], check=True)
+        with self._lock:
+            self._running[id(process)].rootfs = rootfs
+        mounted = rootfs / SERVICE_ACCOUNT_DIR
+        mounted.mkdir(parents=True, exist_ok=True)
+        (mounted / "token").write_text(token)
+        (mounted / "ca.crt").write_bytes(self._server.ca_file.read_bytes())
+        (mounted / "namespace").write_text(process.namespace)
+        api = urlsplit(self._server.url)
+        env = image.config.environment(
+            {
+                "HOSTNAME": process.name,
+                "KUBERNETES_SERVICE_HOST": api.hostname or "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(api.port or 443),
+                **process.env,
+            }
+        )
+        argv = image.config.argv(process.command or None)
+        user = dataclasses.replace(image.config, user=f"{uid}:{gid}")
+        return dataclasses.replace(image, config=user).unshare_argv(rootfs, argv, env), env
+
+    def _root_filesystem(self, image: Image) -> Path:
+        """The image's layers unpacked, once for the test bed's life."""
+        with self._lock:
+            if image.digest not in self._unpacked:
+                target = self._workdir / "images" / image.digest.replace(":", "-")
+                shutil.rmtree(target, ignore_errors=True)
+                self._unpacked[image.digest] = image.unpack(target)
+            return self._unpacked[image.digest]
+
+    def _on_host(self, process: PodProcess, pod: client.V1Pod, token: str) -> tuple[list[str], dict[str, str]]:
+        """Without an image: this environment's own program, the token in a kubeconfig."""
+        account = pod.spec.service_account_name or "default"
+        path = self._logs / f".{process.namespace}_{process.name}.kubeconfig"
+        kubeconfig = self._server.write_kubeconfig(
+            path, token=(f"system:serviceaccount:{process.namespace}:{account}", token)
+        )
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            **process.env,
+            "KUBECONFIG": str(kubeconfig),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        program = Path(sys.executable).parent / LISTENER_COMMAND
+        return [str(program), *process.command[1:]], env
+
+    def _service_account_token(self, pod: client.V1Pod) -> str:
+        """The kubelet's TokenRequest for the pod's ServiceAccount, bound to the pod."""
         account = pod.spec.service_account_name or "default"
         request = client.AuthenticationV1TokenRequest(
             spec=client.V1TokenRequestSpec(
@@ -169,11 +274,22 @@ class PackageProcesses:
                 ),
             )
         )
-        token = self._core.create_namespaced_service_account_token(account, process.namespace, request).status.token
-        path = self._logs / f".{process.namespace}_{process.name}.kubeconfig"
-        return self._server.write_kubeconfig(
-            path, token=(f"system:serviceaccount:{process.namespace}:{account}", token)
-        )
+        namespace = pod.metadata.namespace
+        return self._core.create_namespaced_service_account_token(account, namespace, request).status.token
+
+
+def _user(pod: client.V1Pod, container: str, image: Image) -> tuple[int, int]:
+    """The user a container runs as: its securityContext's, else its pod's, else the image's; runAsNonRoot
+    refuses root ("container has runAsNonRoot and image will run as root", the kubelet's words)."""
+    spec = next(c for c in pod.spec.containers if c.name == container)
+    contexts = [spec.security_context, pod.spec.security_context]
+    image_uid, image_gid = image.config.uid_gid()
+    uid = next((c.run_as_user for c in contexts if c is not None and c.run_as_user is not None), image_uid)
+    gid = next((c.run_as_group for c in contexts if c is not None and c.run_as_group is not None), image_gid)
+    non_root = next((c.run_as_non_root for c in contexts if c is not None and c.run_as_non_root is not None), False)
+    if non_root and uid == 0:
+        raise ContainerConfigError("container has runAsNonRoot and image will run as root")
+    return uid, gid
 
 
 def _last_line(path: Path) -> str:

@@ -3,6 +3,7 @@ together as one local stand-in."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from .github_double import JOB_ABANDON_SECONDS, SESSION_EXPIRY_SECONDS, GitHubDo
 from .kube_apiserver import KubeApiServer
 from .kubelet import CrashLoopBackOff
 from .runner import RunnerTimings, SimulatedRunners
+from .tools import TOOLS
 
 CREDENTIAL = "ghp_simulator"
 # A fine-grained token with the runners' read permission only: what a pipeline's preview job holds.
@@ -50,6 +52,7 @@ class Simulator:
         listing_order: ListingOrder = "id",
         runner_releases: list[tuple[str, str]] | None = None,
         kubernetes: bool = True,
+        listener_image: Path | None = None,
     ) -> None:
         """``namespaces`` are made at start (a program that makes its own namespace needs none); ``api_server``
         is a running one to borrow (reset at stop), else the simulator starts its own. Without ``fault_proxy``
@@ -64,7 +67,9 @@ class Simulator:
         stays (runner.py), only sooner, so that a test bed need not wait minutes for a stale session to lapse.
         ``runner_releases``: the actions/runner releases GitHub lists, (version, published_at) pairs (see
         runner_releases.py; more are published with ``github.releases.publish``). Without ``kubernetes`` only
-        GitHub runs (no API server, no kubeconfig): enough for an autoscaler whose runners are processes."""
+        GitHub runs (no API server, no kubeconfig): enough for an autoscaler whose runners are processes.
+        ``listener_image``: the OCI layout of the RunnerScaleSet listener's image, which the node runs (else the
+        one ``LISTENER_IMAGE_DIR`` names; with neither, the listener's program of this environment)."""
         self.github = GitHubDouble(
             credentials=(CREDENTIAL,),
             read_only_credentials=(READ_ONLY_CREDENTIAL,),
@@ -94,6 +99,7 @@ class Simulator:
             crash_loop=CrashLoopBackOff().faster(runner_speedup),
             fault_proxy=fault_proxy,
             workdir=self.workdir,
+            listener_image=listener_image or _listener_image_from_environment(),
         )
         self.kubernetes = kubernetes
         self.kubeconfig: Path | None = None
@@ -184,3 +190,9 @@ class Simulator:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+def _listener_image_from_environment() -> Path | None:
+    """The layout `python -m actions_runners_simulator tools` names (tools.py's listener-image)."""
+    folder = os.environ.get(TOOLS["listener-image"].variable)
+    return Path(folder) if folder else None

@@ -2,7 +2,8 @@
 actionlint (for the workflow in programs/gitops), Pulumi's YAML language host (for programs/yaml), and our own
 Node.js, Go and .NET hosts (for programs/typescript and `pulumi package gen-sdk`), and two programs on the
 `scaleset` crate (a client of the runner scale set protocol no one here wrote, and the crate's example
-autoscaler) that the tests point at the simulator's Actions service.
+autoscaler) that the tests point at the simulator's Actions service; and the RunnerScaleSet listener's OCI image,
+built from Debian's packages and the tree's own wheel, which the test bed's node runs (package_processes.py).
 
 Each comes from an environment variable naming its folder, else from its tools/*/build.sh in a checkout (found
 on PATH or built once into a cache), else from PATH. Those named in one call are built concurrently, so a fresh
@@ -93,6 +94,15 @@ TOOLS = {
         "scaleset-client and scaleset-autoscaler, two programs on the scaleset crate (tools/scaleset-client)",
         97,
     ),
+    # A folder too: the image's OCI layout. Its script's last line is "PATH DIGEST SIZE".
+    "listener-image": Tool(
+        "LISTENER_IMAGE_DIR",
+        "tools/listener-image/build.sh",
+        "index.json",
+        "the listener's OCI image layout (`make listener-image`; it needs mmdebstrap and umoci: apt-get install "
+        "mmdebstrap umoci)",
+        40,
+    ),
 }
 # A build script that builds says so on its first line (tools/cache.sh's build_into); one that finds its tool
 # prints nothing there and exits within a second or two.
@@ -168,10 +178,9 @@ class ToolBuilds:
                 longest = max(TOOLS[name].cold_build_seconds for name, _, _ in builds)
                 together = " for them all (they build at once)" if len(builds) > 1 else ""
                 print(
-                    f"Building from Go modules and Rust crates, once, into {builds[0][2]}: {listed}. With empty Go "
-                    f"and Cargo caches on 2 cores, expect about {_minutes(longest)}{together}; less with the caches "
-                    "warm. Later runs find them "
-                    "in under a second.",
+                    f"Building from Go modules, Rust crates and Debian packages, once, into {builds[0][2]}: {listed}. "
+                    f"With empty Go and Cargo caches on 2 cores, expect about {_minutes(longest)}{together}; less "
+                    "with the caches warm. Later runs find them in under a second.",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -189,7 +198,7 @@ class ToolBuilds:
                 build.passing_on.join()  # its last lines ("built … in N s") before whatever comes next
             if build.process.returncode != 0:
                 raise ToolMissing(f"{TOOLS[name].script} failed (exit {build.process.returncode}); its output is above")
-            self.found[name] = Path(output.strip().splitlines()[-1])
+            self.found[name] = Path(output.strip().splitlines()[-1].split()[0])
         return self.found[name]
 
     def all(self) -> dict[str, Path]:

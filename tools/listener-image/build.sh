@@ -2,7 +2,7 @@
 # Builds the RunnerScaleSet listener's OCI image, as an OCI image layout folder (its tag: the package's version),
 # and prints "PATH DIGEST SIZE" on its last line: the folder, the image's digest (its manifest's) and the bytes a
 # registry stores for it (manifest, config, compressed layer). `skopeo copy oci:PATH:VERSION docker://REGISTRY/...`
-# publishes it; oci.py beside this reads it (the test bed runs the listener from its entrypoint and Env).
+# publishes it; actions_runners_simulator/oci_image.py reads it (the test bed runs the listener from its entrypoint and Env).
 #
 # No base image is pulled. The root filesystem is Debian bookworm's python3.11 and the libraries it links, unpacked
 # by mmdebstrap (--variant=extract: no maintainer scripts run, and no dpkg, apt or shell in the image), and a
@@ -87,7 +87,7 @@ key=$({
 out=${1:-$cache_root/listener-image-$VERSION-$key}
 if [ -z "${1:-}" ]; then
   if [ -f "$out/index.json" ]; then
-    echo "$out $("$python" "$here/oci.py" "$out" --digest-size)"
+    echo "$out $("$python" -m actions_runners_simulator.oci_image "$out" --digest-size)"
     exit 0
   fi
   # As tools/cache.sh's build_into says it (the test bed's tool builds read this line).
@@ -156,5 +156,5 @@ else # beside the cache folder first, then renamed: another build that finished 
   mv "$WORK/layout" "$staged/layout"
   mv -T "$staged/layout" "$out" 2>/dev/null || true
 fi
-echo "listener image built in $(($(date +%s) - started)) s: $("$python" "$here/oci.py" "$out" --summary)" >&2
-echo "$out $("$python" "$here/oci.py" "$out" --digest-size)"
+echo "listener image built in $(($(date +%s) - started)) s: $("$python" -m actions_runners_simulator.oci_image "$out" --summary)" >&2
+echo "$out $("$python" -m actions_runners_simulator.oci_image "$out" --digest-size)"

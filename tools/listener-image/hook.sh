@@ -48,6 +48,10 @@ HOME=/tmp/install UV_CACHE_DIR=/tmp/install/cache UV_NO_INSTALLER_METADATA=1 chr
   pip install --quiet --no-config --offline --no-index --find-links /tmp/install/wheels --python "$VENV/bin/python" \
   --link-mode copy --compile-bytecode -c /tmp/install/constraints.txt $excludes "pulumi-actions-runners==$VERSION"
 rm -rf "$rootfs/tmp/install"
+# The wheel's other programs, which the listener never runs: the simulator (a package of its own in the wheel) and
+# the provider plugin's launcher (it needs the Pulumi SDK, left out above). Their RECORD lines stay.
+rm -rf "$rootfs$VENV/lib/python3.11/site-packages/actions_runners_simulator" \
+  "$rootfs$VENV/bin/actions-runners-simulator" "$rootfs$VENV/bin/pulumi-resource-actions-runners"
 
 # Checks, in the image as its user: every shared library the wheels' extensions link is there (the image's own
 # loader says, for those the listener does not import too), the listener's imports (kubernetes, which it imports

@@ -35,6 +35,8 @@ ENV_CONFIG_MAP = "ACTIONS_RUNNERS_CONFIG_MAP"
 ENV_NAMESPACE = "ACTIONS_RUNNERS_NAMESPACE"
 ENV_POD_NAME = "ACTIONS_RUNNERS_LISTENER_POD"
 ENV_GITHUB_URL = "ACTIONS_RUNNERS_GITHUB_URL"
+ENV_METRICS_ADDRESS = "ACTIONS_RUNNERS_METRICS_ADDRESS"  # unset in its Deployment: every interface, METRICS_PORT
+METRICS_PORT = 8080  # ARC's listener's too (cmd/ghalistener/metrics/metrics.go: ":8080", "/metrics")
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,13 @@ def listener_deployment(spec: ListenerSpec) -> dict[str, Any]:
             "template": {
                 "metadata": {
                     "labels": labels,
-                    "annotations": {CREDENTIAL_HASH_ANNOTATION: spec.credential_hash},
+                    "annotations": {
+                        CREDENTIAL_HASH_ANNOTATION: spec.credential_hash,
+                        # The convention Prometheus' Kubernetes discovery examples and many charts follow.
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(METRICS_PORT),
+                        "prometheus.io/path": "/metrics",
+                    },
                 },
                 "spec": {
                     "serviceAccountName": name,
@@ -227,9 +235,22 @@ def listener_deployment(spec: ListenerSpec) -> dict[str, Any]:
                     "containers": [
                         {
                             "name": "listener",
-                            "image": spec.image,
-                            "command": [LISTENER_COMMAND],
+                            "image": spec.image,  # its entrypoint is the listener (LISTENER_COMMAND)
                             "env": env,
+                            "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+                            # Readiness: its session is open and its runners looked at; liveness: its loops come
+                            # round (listener/server.py). A failing GitHub is not a reason to restart it.
+                            "readinessProbe": {
+                                "httpGet": {"path": "/readyz", "port": "metrics"},
+                                "periodSeconds": 5,
+                                "failureThreshold": 3,
+                            },
+                            "livenessProbe": {
+                                "httpGet": {"path": "/healthz", "port": "metrics"},
+                                "periodSeconds": 20,
+                                "timeoutSeconds": 5,
+                                "failureThreshold": 3,
+                            },
                             "securityContext": {
                                 "allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
