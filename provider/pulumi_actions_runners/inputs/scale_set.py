@@ -17,10 +17,10 @@ from ..lifecycle.scale_set import ScaleSetBounds, ScaleSetTimeouts
 from ..unknowns import is_unknown
 from . import validation
 from .connections import Endpoint
+from .listener_image import default_listener_image
 from .runner import RULES, check_runner_inputs, runner_spec
 
 MAX_RUNNERS = 1000
-LISTENER_IMAGE = "ghcr.io/pulumi-actions-runners/listener:0.2.0"  # the listener image of this release
 SCALE_SET_RULES: dict[str, validation.Rule] = {
     **{k: v for k, v in RULES.items() if k not in ("jit_config", "ephemeral", "registration_token_expires_at")},
     "scale_set_name": validation.scale_set_name,
@@ -87,7 +87,7 @@ class ScaleSetInputs:
                 scale_set_name=name,
                 namespace=props["namespace"],
                 github_url=endpoint.target.url,
-                image=props.get("listener_image") or LISTENER_IMAGE,
+                image=props.get("listener_image") or default_listener_image(),
                 owner=props.get("owner"),
                 credential=_listener_credential(props),
             ),
