@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,8 +17,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pulumi_actions_runners.github.url import parse_github_url
+from pulumi_actions_runners.listener.loop import STALLED_SECONDS, Listener, ListenerSettings
 from pulumi_actions_runners.listener.metrics import ListenerMetrics, scale_set_labels
 from pulumi_actions_runners.listener.server import ListenerServer, parse_address
+from tests.fakes import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "docs" / "operations" / "dashboards" / "scale-sets.json"
@@ -241,6 +245,43 @@ def test_the_probes_and_metrics_are_served_over_http() -> None:
         assert requests.get(f"{base}/other", timeout=5).status_code == 404
     finally:
         server.close()
-    assert parse_address(":8080") == ("0.0.0.0", 8080)
+    assert parse_address(":8080") == ("", 8080) and parse_address("[::1]:0") == ("::1", 0)
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_address("8080")
+
+
+def test_liveness_fails_only_when_the_runners_loop_makes_no_step_and_readiness_follows_the_session() -> None:
+    """loop.Listener's probe answers on a fake clock: a loop between steps (a long rate-limit wait is one step)
+    stays alive up to STALLED_SECONDS; ready needs the session and the first turn, and ends with a stop."""
+    clock = FakeClock()
+    settings = ListenerSettings(scale_set_name="s", namespace="n", config_map="s-listener", pod_name="s-listener-0")
+    labels = scale_set_labels(parse_github_url("https://github.com/o"), "s", "n")
+    kube = SimpleNamespace(api_client=None)  # nothing is called: the probes read the loop's own state
+    listener = Listener(settings, None, kube, clock, ListenerMetrics(labels))  # type: ignore[arg-type]
+    assert listener.alive()[0] and listener.ready() == (False, "no session open with the scale set")
+    listener._progress()
+    clock.now += STALLED_SECONDS - 1
+    assert listener.alive()[0]
+    clock.now += 2
+    alive, why = listener.alive()
+    assert not alive and f"no step for {STALLED_SECONDS + 1:.0f} s" in why
+    listener._progress()
+    assert listener.alive()[0]
+    listener._hold.session = object()  # type: ignore[assignment]
+    assert not listener.ready()[0]  # the runners' first turn is under way
+    listener._first_turn_done = True
+    assert listener.ready() == (True, "serving scale set s")
+    listener.request_stop()
+    assert listener.ready() == (False, "stopping")
+
+
+def test_the_server_listens_on_both_families_for_every_interface() -> None:
+    import requests
+
+    server = ListenerServer(":0", recorded().registry, lambda: (True, "ok"), lambda: (True, "ok")).start()
+    try:
+        assert requests.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5).status_code == 200
+        if socket.has_ipv6:
+            assert requests.get(f"http://[::1]:{server.port}/healthz", timeout=5).status_code == 200
+    finally:
+        server.close()

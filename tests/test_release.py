@@ -357,3 +357,18 @@ def test_the_plugin_archive_holds_the_stamped_wheel_and_installs_with_pulumi(
     assert re.search(rf"^actions-runners\s+resource\s+{re.escape(VERSION)}\b", listed, re.MULTILINE), listed
     installed = tmp_path / "pulumi-home" / "plugins" / f"resource-actions-runners-v{VERSION}"
     assert os.access(installed / "pulumi-resource-actions-runners", os.X_OK)
+
+
+def test_the_uv_that_publishes_is_constraints_txt_s_by_its_hash() -> None:
+    """The PyPI job installs uv with --require-hashes from tools/release/uv-requirements.txt: the version
+    constraints.txt pins, and a sha256 hash (a bump of one without the other fails here)."""
+    requirement = next(
+        line
+        for line in (ROOT / "tools" / "release" / "uv-requirements.txt").read_text().splitlines()
+        if line.startswith("uv==")
+    )
+    pinned = next(line for line in (ROOT / "constraints.txt").read_text().splitlines() if line.startswith("uv=="))
+    version, _, hashed = requirement.partition(" --hash=sha256:")
+    assert version == pinned and re.fullmatch(r"[0-9a-f]{64}", hashed), requirement
+    workflow = (ROOT / ".github" / "workflows" / "release.yml").read_text()
+    assert "--require-hashes" in workflow and "tools/release/uv-requirements.txt" in workflow

@@ -97,6 +97,7 @@ class PackageProcesses:
         self._logs.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._running: dict[int, _Run] = {}  # by id(process)
+        self._unpacking = threading.Lock()
         self._unpacked: dict[str, Path] = {}  # image digest -> its root filesystem
         self.images: dict[str, Image] = {}  # reference -> image
         if listener_image is not None:
@@ -176,23 +177,25 @@ class PackageProcesses:
             else:
                 argv, env = self._on_host(process, pod, token)
         except Exception as error:  # the pod went meanwhile, its ServiceAccount is missing, or it cannot run
-            with self._lock:
-                run = self._running.pop(id(process), None)
-            if run is not None and run.rootfs is not None:
-                shutil.rmtree(run.rootfs, ignore_errors=True)
+            self._ended(process, {})
             process.exited(1, str(error) if isinstance(error, ContainerConfigError) else f"cannot start: {error}")
             return
         env[ENV_METRICS_ADDRESS] = f"{pod.status.pod_ip}:{METRICS_PORT}"  # its pod's address (the docstring)
         log_path = self._logs / f"{process.namespace}_{process.name}.log"
         with log_path.open("ab") as log_file:
-            popen = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                popen = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as error:  # a runtime's StartError: exit 128, its reason the message
+                self._ended(process, env)
+                process.exited(128, f"StartError: {error}")
+                return
             with self._lock:
                 run = self._running[id(process)]
                 run.popen = popen
@@ -201,13 +204,17 @@ class PackageProcesses:
             if early is not None:
                 popen.send_signal(early)
             code = popen.wait()
+        self._ended(process, env)
+        process.exited(128 - code if code < 0 else code, _last_line(log_path))
+
+    def _ended(self, process: PodProcess, env: dict[str, str]) -> None:
+        """What the start made goes: its root filesystem's copy, its kubeconfig."""
         with self._lock:
             run = self._running.pop(id(process), None)
         if run is not None and run.rootfs is not None:
             shutil.rmtree(run.rootfs, ignore_errors=True)
         if "KUBECONFIG" in env:
             Path(env["KUBECONFIG"]).unlink(missing_ok=True)
-        process.exited(128 - code if code < 0 else code, _last_line(log_path))
 
     def _in_image(
         self, process: PodProcess, pod: client.V1Pod, image: Image, token: str
@@ -216,9 +223,10 @@ class PackageProcesses:
         uid, gid = _user(pod, process.container, image)
         rootfs = self._workdir / "containers" / f"{process.namespace}_{process.name}_{id(process):x}"
         rootfs.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-al", str(self._root_filesystem(image)), str(rootfs)], check=True)
+        unpacked = self._root_filesystem(image)
         with self._lock:
-            self._running[id(process)].rootfs = rootfs
+            self._running[id(process)].rootfs = rootfs  # removed at the end, a partial copy too
+        subprocess.run(["cp", "-al", str(unpacked), str(rootfs)], check=True)
         mounted = rootfs / SERVICE_ACCOUNT_DIR
         mounted.mkdir(parents=True, exist_ok=True)
         (mounted / "token").write_text(token)
@@ -238,8 +246,9 @@ class PackageProcesses:
         return dataclasses.replace(image, config=user).unshare_argv(rootfs, argv, env), env
 
     def _root_filesystem(self, image: Image) -> Path:
-        """The image's layers unpacked, once for the test bed's life."""
-        with self._lock:
+        """The image's layers unpacked, once for the test bed's life (under a lock of its own: signals to the
+        running pods do not wait for it)."""
+        with self._unpacking:
             if image.digest not in self._unpacked:
                 target = self._workdir / "images" / image.digest.replace(":", "-")
                 shutil.rmtree(target, ignore_errors=True)

@@ -3,8 +3,8 @@
 
     stamp-listener-digest.py DIGEST [FILE]
 
-DIGEST is what the registry answered the release's push with (skopeo's --digestfile), ``sha256:`` and 64 lowercase
-hex digits; FILE is the module whose ``DIGEST = ""`` line it rewrites (default: the checkout's
+DIGEST is the built image's (build.sh's last line; the push then checks the registry stored that very manifest),
+``sha256:`` and 64 lowercase hex digits; FILE is the module whose ``DIGEST = ""`` line it rewrites (default: the checkout's
 provider/pulumi_actions_runners/inputs/listener_image.py). The default listener image then names the image by
 its digest as well as its tag, so that an installed release runs the very image its release pushed.
 

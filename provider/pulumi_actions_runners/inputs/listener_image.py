@@ -1,9 +1,10 @@
 """The listener image a RunnerScaleSet runs when it names none: this release's, by its tag and, in a released
 package, by its digest too (a tag can be moved on a registry; a digest names one image for good).
 
-The release workflow (.github/workflows/release.yml) builds the image (`make listener-image`), pushes it, then
-writes the digest the registry gave it into `DIGEST` here (tools/release/stamp-listener-digest.py) before it
-builds the wheel and the plugin archives: a package installed from PyPI runs the very image its release pushed.
+The release workflow (.github/workflows/release.yml) builds the image (`make listener-image`) and writes its
+digest into `DIGEST` here (tools/release/stamp-listener-digest.py) before it builds the wheel and the plugin
+archives; its push checks the registry stored that very manifest: a package installed from PyPI runs the very
+image its release pushed.
 In a checkout `DIGEST` is empty and the default names the tag alone.
 """
 

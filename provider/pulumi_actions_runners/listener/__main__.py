@@ -30,7 +30,7 @@ from ..kube.scale_set_manifests import (
     ENV_SCALE_SET_NAME,
 )
 from ..logs import log_to_stderr
-from .loop import Listener, ListenerSettings
+from .loop import RATE_LIMIT_WAIT_SECONDS, Listener, ListenerSettings
 from .metrics import ListenerMetrics, scale_set_labels
 from .server import DEFAULT_ADDRESS, ListenerServer
 from .session import SessionNotOpened
@@ -53,7 +53,8 @@ def main() -> int:
         return 1
     credential = github_auth({"github_url": target.url}, target)  # the environment's, from the Secret
     metrics = ListenerMetrics(scale_set_labels(target, settings.scale_set_name, settings.namespace))
-    with GitHubClient(target, credential) as rest, ActionsServiceClient(rest) as github, KubeClient(None) as kube:
+    rest_client = GitHubClient(target, credential, max_rate_limit_wait=RATE_LIMIT_WAIT_SECONDS)
+    with rest_client as rest, ActionsServiceClient(rest) as github, KubeClient(None) as kube:
         listener = Listener(settings, github, kube, SystemClock(), metrics)
         address = os.environ.get(ENV_METRICS_ADDRESS) or DEFAULT_ADDRESS
         try:

@@ -50,7 +50,6 @@ from ..lifecycle.scale_set_runners import (
 )
 from .metrics import ListenerMetrics
 from .scaler import desired_runners, plan
-from .server import STALLED_SECONDS
 from .session import ScaleSetHold
 
 log = logging.getLogger(__name__)
@@ -60,6 +59,10 @@ STARTS_AT_ONCE = 8  # runners started concurrently (four calls each)
 FIRST_BACKOFF_SECONDS, LAST_BACKOFF_SECONDS = 1.0, 30.0
 FAILING_SECONDS = 600.0  # GitHub failing every call this long: the listener exits 1
 SWEEP_EVERY_TURNS = 15  # starts cut short are looked for at the first turn, then every 30 s or so
+RATE_LIMIT_WAIT_SECONDS = 60.0  # what one GitHub call of the listener waits out a rate limit, at most
+# No step of the runners' loop for this long: wedged. A step is one call chain: a rate limit's wait, then the
+# client's retries of a call that times out (about 60 s), then a Kubernetes call or two.
+STALLED_SECONDS = 300.0
 
 
 @dataclass
@@ -112,8 +115,8 @@ class Listener:
         self._starts_paused_until = 0.0  # monotonic: after runners failed to start, a back-off
         self._start_backoff = 0.0
         self._turns = 0
-        self._last_turn: float | None = None  # monotonic: when the runners' loop last came round
-        self._poller: threading.Thread | None = None
+        self._last_progress: float | None = None  # monotonic: the runners' loop's last step (a call, a turn)
+        self._first_turn_done = False
 
     # -- the whole ------------------------------------------------------------------------------------------
 
@@ -123,15 +126,18 @@ class Listener:
         self.stop.set()
 
     def alive(self) -> tuple[bool, str]:
-        """The liveness probe's answer (server.py): the runners' loop comes round, the message loop runs."""
-        if self._last_turn is None:
+        """The liveness probe's answer (server.py): the runners' loop makes progress. Each of its steps is one
+        bounded call chain (the client waits out a rate limit for `RATE_LIMIT_WAIT_SECONDS` at most), so a loop
+        without a step for `STALLED_SECONDS` is wedged, not waiting for GitHub."""
+        if self._last_progress is None:
             return True, "starting: opening the session"
-        stalled = self._clock.monotonic() - self._last_turn
+        stalled = self._clock.monotonic() - self._last_progress
         if stalled > STALLED_SECONDS:
-            return False, f"the runners' loop has not come round for {stalled:.0f} s"
-        if self._poller is not None and not self._poller.is_alive() and not self.stop.is_set():
-            return False, "the message loop has ended"
-        return True, "both loops run"
+            return False, f"the runners' loop has made no step for {stalled:.0f} s"
+        return True, "the runners' loop makes progress"
+
+    def _progress(self) -> None:
+        self._last_progress = self._clock.monotonic()
 
     def ready(self) -> tuple[bool, str]:
         """The readiness probe's answer: the set is served (its session open, its runners looked at)."""
@@ -139,7 +145,7 @@ class Listener:
             return False, "stopping"
         if self._hold.session is None:
             return False, "no session open with the scale set"
-        if self._last_turn is None:
+        if not self._first_turn_done:
             return False, "the session is open; the runners' first turn is under way"
         return True, f"serving scale set {self._settings.scale_set_name}"
 
@@ -150,7 +156,8 @@ class Listener:
         with self.queue.lock:
             self.queue.statistics = dict(session.statistics)
         self.metrics.record_statistics(session.statistics)
-        poller = self._poller = threading.Thread(target=self._queue_loop, name="message-queue", daemon=True)
+        self._progress()
+        poller = threading.Thread(target=self._queue_loop, name="message-queue", daemon=True)
         poller.start()
         try:
             self._runners_loop()
@@ -234,7 +241,10 @@ class Listener:
                 return last_message_id  # its session was deleted on the way out
             log.warning("scale set %s: its session is gone; opening another", config.scale_set_name)
             self._hold.session = None
-            self._hold.open(config)
+            reopened = self._hold.open(config)
+            with self.queue.lock:
+                self.queue.statistics = dict(reopened.statistics)
+            self.metrics.record_statistics(reopened.statistics)
             return 0  # a new set's message ids start anew; unacknowledged ones come again
         if message is None:
             return last_message_id
@@ -258,6 +268,8 @@ class Listener:
                     self.queue.finished[runner_id] = (
                         self._clock.monotonic()
                     )  # its pod ends soon: not serving, not retired
+        self._github.delete_message(session, message.id)
+        # Counted once acknowledged, as ARC does: a message whose acknowledgement failed comes again.
         if message.statistics is not None:
             self.metrics.record_statistics(message.statistics)
         for job in message.jobs:
@@ -265,7 +277,6 @@ class Listener:
                 self.metrics.record_job_started(job)
             elif job.get("messageType") == "JobCompleted":
                 self.metrics.record_job_completed(job)
-        self._github.delete_message(session, message.id)
         if available:
             acquired = self._github.acquire_jobs(session, self._hold.scale_set_id, available)
             log.info("acquired %d of %d jobs offered", len(acquired), len(available))
@@ -279,7 +290,8 @@ class Listener:
                     self._turn(starts)
                 except Exception as error:  # a failed turn is retried at the next; the loop never dies of it
                     log.warning("the runners' turn failed: %s", describe(error))
-                self._last_turn = self._clock.monotonic()
+                self._first_turn_done = True
+                self._progress()
                 self._wake.wait(RESYNC_SECONDS)
                 self._wake.clear()
 
@@ -289,10 +301,12 @@ class Listener:
         pods = self._kube.list_pods(namespace, selector)
         runners = [SetRunner.of_pod(pod) for pod in pods]
         now = datetime.now(UTC)
+        self._progress()
         if self._turns % SWEEP_EVERY_TURNS == 0:
             uids = {pod.metadata.name: pod.metadata.uid for pod in pods}
             secrets = self._kube.list_secret_metadata(namespace, selector)
             sweep_orphans(config, self._github, self._kube, self._objects, secrets, uids, now)
+            self._progress()
         self._turns += 1
         self._look_online(runners, now, config)
         with self.queue.lock:
@@ -335,7 +349,9 @@ class Listener:
         by_name = {r.name: r for r in runners}
         for name in decided.clean:
             clean_ended(by_name[name], self._github, self._kube)
+            self._progress()
         for name, why in decided.retire.items():
+            self._progress()
             runner = by_name[name]
             beginning = runner.removed_at is None
             if beginning:
@@ -368,6 +384,8 @@ class Listener:
         except Exception as error:
             log.warning("a runner could not be started: %s", describe(error))
             return False
+        finally:
+            self._progress()
         self.metrics.record_runner_started()
         log.info("runner %s started (id %s)", runner.name, runner.runner_id)
         return True
@@ -386,6 +404,7 @@ class Listener:
             if runner.ended or runner.terminating:
                 continue
             found = self._github.listed_runner(runner.runner_id)
+            self._progress()
             if found is not None and found.get("status") == "online":
                 with self.queue.lock:
                     self.queue.online.add(runner.runner_id)

@@ -1,10 +1,9 @@
 """The listener's HTTP endpoint, on one port (``:8080`` by default, as ARC's listener serves its metrics):
 
 - ``/metrics``: the listener's registry, in Prometheus' text format (prometheus_client's own WSGI app);
-- ``/healthz``, the liveness probe: 200 while both loops live; 503 once the runners' loop has not come round for
-  `STALLED_SECONDS` (a turn takes seconds; its longest wait is a bounded GitHub or API call) or the message loop's
-  thread has ended while the process carries on. Waiting for GitHub is not ill health: the message loop's
-  back-off and its `FAILING_SECONDS` exit handle that, the pod's restarts showing it;
+- ``/healthz``, the liveness probe: 200 while the runners' loop makes progress, 503 once it has made no step for
+  loop.STALLED_SECONDS (each step is one bounded call chain). Waiting for GitHub is not ill health: the message
+  loop's back-off and its FAILING_SECONDS exit handle an outage, the pod's restarts showing it;
 - ``/readyz``, the readiness probe: 200 once the session is open and the runners' loop has had its first turn
   (the set is served), 503 before and after (a lost session, a stop).
 
@@ -14,6 +13,7 @@ Each answer's body says why, in one line.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = ":8080"
-STALLED_SECONDS = 120.0
 
 Health = Callable[[], tuple[bool, str]]  # ok, and why, in one line
 
@@ -33,6 +32,22 @@ Health = Callable[[], tuple[bool, str]]  # ok, and why, in one line
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+    timeout = 30  # an idle connection's thread ends (a probe's connection is one request)
+
+
+class _DualStackServer(_Server):
+    """``:PORT`` on IPv6 and IPv4 both (IPV6_V6ONLY off): a pod of an IPv6-only or dual-stack cluster is probed
+    at its IPv6 address."""
+
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+class _IPv6Server(_Server):
+    address_family = socket.AF_INET6
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -41,11 +56,25 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``:PORT`` (every interface; port 0: any free one); raises ValueError saying which."""
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (host "": every interface; port 0: any free one); raises
+    ValueError saying which."""
     host, separator, port = address.rpartition(":")
     if not separator or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{address!r} is not HOST:PORT or :PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return host.strip("[]"), int(port)
+
+
+def _bind(host: str, port: int, app: Callable[..., Any]) -> WSGIServer:
+    """Every interface of both families for no host (IPv4 alone where this machine has no IPv6)."""
+    if not host:
+        if socket.has_ipv6:
+            try:
+                return make_server("::", port, app, server_class=_DualStackServer, handler_class=_QuietHandler)
+            except OSError:
+                pass  # IPv6 disabled in the kernel
+        host = "0.0.0.0"
+    server_class = _IPv6Server if ":" in host else _Server
+    return make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler)
 
 
 class ListenerServer:
@@ -66,8 +95,7 @@ class ListenerServer:
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
             return [f"{why}\n".encode()]
 
-        host, port = parse_address(address)
-        self._server = make_server(host, port, app, server_class=_Server, handler_class=_QuietHandler)
+        self._server = _bind(*parse_address(address), app)
         self.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
 
