@@ -4,6 +4,7 @@ that the real API server's RBAC judges it by its Role), its runners simulated as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -27,11 +28,18 @@ from tests.programs import scale_set
 SET = "linux-set"
 
 
-@pytest.fixture
-def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+@contextlib.contextmanager
+def scale_set_simulator(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+    """A quick simulator whose Actions service answers a long poll in 1 s and drops a silent session in 3 s."""
     with quick_simulator(kube_api_server) as simulator:
         simulator.github.service.long_poll_seconds = 1.0
         simulator.github.service.session_silence_seconds = 3.0
+        yield simulator
+
+
+@pytest.fixture
+def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
+    with scale_set_simulator(kube_api_server) as simulator:
         yield simulator
 
 

@@ -17,9 +17,9 @@ from actions_runners_simulator.engine import MiniEngine
 from actions_runners_simulator.kube_apiserver import KubeApiServer
 from actions_runners_simulator.simulator import Simulator
 from pulumi_actions_runners.kube.scale_set_manifests import METRICS_PORT, listener_selector
-from tests.conftest import ROOT, quick_simulator, wait_until
+from tests.conftest import ROOT, wait_until
 from tests.programs import scale_set
-from tests.test_scale_set import SET, leftovers, listener_log, pods
+from tests.test_scale_set import SET, leftovers, listener_log, pods, scale_set_simulator
 
 MAX = 4
 BURST = 6  # MAX run at once, held; the others wait in the queue until a runner is free
@@ -27,9 +27,7 @@ BURST = 6  # MAX run at once, held; the others wait in the queue until a runner 
 
 @pytest.fixture
 def sim(kube_api_server: KubeApiServer) -> Iterator[Simulator]:
-    with quick_simulator(kube_api_server) as simulator:
-        simulator.github.service.long_poll_seconds = 1.0
-        simulator.github.service.session_silence_seconds = 3.0
+    with scale_set_simulator(kube_api_server) as simulator:
         yield simulator
 
 

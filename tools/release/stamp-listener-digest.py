@@ -3,10 +3,11 @@
 
     stamp-listener-digest.py DIGEST [FILE]
 
-DIGEST is the built image's (build.sh's last line; the push then checks the registry stored that very manifest),
-``sha256:`` and 64 lowercase hex digits; FILE is the module whose ``DIGEST = ""`` line it rewrites (default: the checkout's
-provider/pulumi_actions_runners/inputs/listener_image.py). The default listener image then names the image by
-its digest as well as its tag, so that an installed release runs the very image its release pushed.
+DIGEST is the built image's (build.sh's last line; the push then checks the registry stored that very
+manifest), ``sha256:`` and 64 lowercase hex digits; FILE is the module whose ``DIGEST = ""`` line it rewrites
+(default: the checkout's provider/pulumi_actions_runners/inputs/listener_image.py). The default listener image
+then names the image by its digest as well as its tag, so that an installed release runs the very image its
+release pushed.
 
 It refuses (exit 1, saying why, the file untouched) a DIGEST of another form, and a FILE already stamped with
 another digest: a release stamps a clean checkout once. The same digest again changes nothing (exit 0), so that a
