@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ from .oci_image import Image, read_image
 _log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = "var/run/secrets/kubernetes.io/serviceaccount"  # under the root filesystem
+STOP_SECONDS = 10.0  # for the killed containers' threads to remove their root filesystems' copies
 # A kubelet's projected service account token lives an hour unless the pod asks otherwise, and is renewed at 80 %
 # of that (Kubernetes' "Configure Service Accounts for Pods", serviceAccountToken.expirationSeconds: 3600 by
 # default); a listener of the test bed never lives that long.
@@ -121,12 +123,20 @@ class PackageProcesses:
         return True
 
     def stop(self) -> None:
-        """Every process still running is killed (the node goes)."""
+        """Every process still running is killed (the node goes), and what each start made is gone when this
+        returns (STOP_SECONDS at most): the simulator removes its workdir next."""
         with self._lock:
             running = [r.popen for r in self._running.values() if r.popen is not None]
         for popen in running:
             if popen.poll() is None:
                 popen.kill()
+        deadline = time.monotonic() + STOP_SECONDS
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._running:
+                    return
+            time.sleep(0.05)
+        _log.warning("containers still ending after %.0f s: their files may be left behind", STOP_SECONDS)
 
     # --- the runtime -------------------------------------------------------------------------------------
 
