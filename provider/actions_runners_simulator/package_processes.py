@@ -127,6 +127,8 @@ class PackageProcesses:
         returns (STOP_SECONDS at most): the simulator removes its workdir next."""
         with self._lock:
             running = [r.popen for r in self._running.values() if r.popen is not None]
+            for starting in (r for r in self._running.values() if r.popen is None):
+                starting.early = signal.SIGKILL  # killed as soon as it runs
         for popen in running:
             if popen.poll() is None:
                 popen.kill()
