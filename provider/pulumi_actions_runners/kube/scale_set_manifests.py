@@ -238,8 +238,8 @@ def listener_deployment(spec: ListenerSpec) -> dict[str, Any]:
                             "image": spec.image,  # its entrypoint is the listener (LISTENER_COMMAND)
                             "env": env,
                             "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-                            # Readiness: its session is open and its runners looked at; liveness: its loops come
-                            # round (listener/server.py). A failing GitHub is not a reason to restart it.
+                            # Readiness: its session is open and its runners looked at; liveness: its runners'
+                            # loop makes progress (listener/server.py). A failing GitHub is no reason to restart it.
                             "readinessProbe": {
                                 "httpGet": {"path": "/readyz", "port": "metrics"},
                                 "periodSeconds": 5,
