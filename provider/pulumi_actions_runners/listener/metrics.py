@@ -73,13 +73,17 @@ class ListenerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._set = {k: labels[k] for k in SET_LABELS}
 
-        def gauge(name: str, documentation: str, extra: tuple[str, ...] = ()) -> Gauge:
-            return Gauge(name, documentation, (*SET_LABELS, *extra), registry=self.registry)
+        def gauge(name: str, documentation: str) -> Any:
+            """The set's own series of a gauge labelled as the set is."""
+            return Gauge(name, documentation, SET_LABELS, registry=self.registry).labels(**self._set)
 
-        self._statistics = {name: gauge(name, _HELP[name]).labels(**self._set) for name in STATISTICS}
-        self._min = gauge("gha_min_runners", "Minimum number of runners.").labels(**self._set)
-        self._max = gauge("gha_max_runners", "Maximum number of runners.").labels(**self._set)
-        self._desired = gauge("gha_desired_runners", "Number of runners desired by the scale set.").labels(**self._set)
+        def counter(name: str, documentation: str) -> Any:
+            return Counter(name, documentation, SET_LABELS, registry=self.registry).labels(**self._set)
+
+        self._statistics = {name: gauge(name, _HELP[name]) for name in STATISTICS}
+        self._min = gauge("gha_min_runners", "Minimum number of runners.")
+        self._max = gauge("gha_max_runners", "Maximum number of runners.")
+        self._desired = gauge("gha_desired_runners", "Number of runners desired by the scale set.")
         self._started = Counter("gha_started_jobs", "Total number of jobs started.", JOB_LABELS, registry=self.registry)
         self._completed = Counter(
             "gha_completed_jobs", "Total number of jobs completed.", (*JOB_LABELS, "job_result"), registry=self.registry
@@ -99,18 +103,13 @@ class ListenerMetrics:
             registry=self.registry,
         )
         # Ours.
-        self._runners_started = Counter(
-            "actions_runners_runners_started",
-            "Runners the listener started (a just-in-time config and a pod each).",
-            SET_LABELS,
-            registry=self.registry,
-        ).labels(**self._set)
-        self._start_failures = Counter(
+        self._runners_started = counter(
+            "actions_runners_runners_started", "Runners the listener started (a just-in-time config and a pod each)."
+        )
+        self._start_failures = counter(
             "actions_runners_runner_start_failures",
             "Runner starts that failed (and were taken back); the listener backs off.",
-            SET_LABELS,
-            registry=self.registry,
-        ).labels(**self._set)
+        )
         retired = Counter(
             "actions_runners_runners_retired",
             "Runners whose registration the listener removed, by why: rotation (an earlier spec), scale_down "
@@ -119,22 +118,18 @@ class ListenerMetrics:
             registry=self.registry,
         )
         self._retired = {reason: retired.labels(**self._set, reason=reason) for reason in RETIRE_REASONS}
-        self._refused = Counter(
+        self._refused = counter(
             "actions_runners_remove_refused",
             "Removals GitHub refused because the runner ran a job (RemoveRunner's busy answer): the runner stayed.",
-            SET_LABELS,
-            registry=self.registry,
-        ).labels(**self._set)
+        )
         self._waited = gauge(
             "actions_runners_busy_runners_waited",
             "Busy runners of an earlier spec, left to finish their job before they retire.",
-        ).labels(**self._set)
-        self._queue_failures = Counter(
+        )
+        self._queue_failures = counter(
             "actions_runners_message_queue_failures",
             "Calls of the message loop that failed and were retried after a back-off.",
-            SET_LABELS,
-            registry=self.registry,
-        ).labels(**self._set)
+        )
 
     # -- ARC's recorders ------------------------------------------------------------------------------------
 
